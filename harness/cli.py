@@ -1,0 +1,157 @@
+"""`parity run | models | report`.
+
+Exit codes: 0 every compared case passed (or is a recorded divergence / skip); 1 a case failed,
+errored, or a divergence mark is stale; 2 bad usage or a malformed matrix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness.execute import Timeouts
+from harness.matrix import RUNNER_NAMES, MatrixError, filter_cases, load_matrix
+from harness.platform import Platform, detect_device
+from harness.report import ORDER, Report, metrics_cell, read_json, write_all
+
+DEFAULT_MATRIX = "matrices/pooling.yaml"
+STYLE = {"pass": "green", "xfail": "yellow", "skip": "dim", "fail": "bold red", "error": "bold red", "xpass": "bold red"}
+# CI logs are not terminals: keep ids whole there instead of folding them at 80 columns
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+out = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--matrix", "-m", default=DEFAULT_MATRIX, help=f"matrix YAML (default {DEFAULT_MATRIX})")
+    p.add_argument("--cases", "-k", nargs="*", metavar="GLOB", help="only cases whose id matches a glob")
+    p.add_argument("--runners", "-r", nargs="*", choices=RUNNER_NAMES, metavar="RUNNER",
+                   help=f"only these runners ({', '.join(RUNNER_NAMES)}); hf runs as reference whenever needed")
+
+
+def print_table(report: Report, console: Console = out) -> None:
+    t = Table(title=f"parity · {report.matrix} · device {report.device}", show_lines=False)
+    for col in ("case", "runner", "verdict", "metrics", "time", "reason"):
+        t.add_column(col, overflow="fold")
+    for r in sorted(report.results, key=lambda r: (r.case_id, r.runner)):
+        t.add_row(r.case_id, r.runner_label, f"[{STYLE.get(r.status, '')}]{r.status}[/]",
+                  metrics_cell(r).replace("<br>", "\n"),
+                  f"{(r.load_seconds or 0) + (r.run_seconds or 0):.1f}s", r.reason[:200])
+    console.print(t)
+    for r in sorted(report.results, key=lambda r: (ORDER.get(r.status, 9), r.case_id, r.runner)):
+        if r.status in ("fail", "error", "xpass"):
+            console.print(f"[bold red]{r.status.upper()}[/] {r.case_id} on {r.runner_label} ({r.where}): {r.reason}",
+                          highlight=False, soft_wrap=True)
+    c = report.counts()
+    summary = ", ".join(f"{c[k]} {k}" for k in ORDER if c.get(k))
+    verdict = "[green]PASSED[/]" if report.ok else "[bold red]FAILED[/]"
+    if report.partial:
+        verdict += f" [bold red](partial: {report.partial_reason})[/]"
+    console.print(f"{verdict} · {summary} · {report.wall_seconds or 0:.1f} s")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.session import run_cases
+
+    matrix = load_matrix(args.matrix)
+    cases = filter_cases(matrix, args.cases)
+    if not cases:
+        err.print(f"[red]no case of {args.matrix} matches {args.cases}[/]")
+        return 2
+    platform = Platform(args.device or detect_device())
+    run_dir = Path(args.out or f"runs/{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
+    total = sum(len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"]) for c in cases)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=err, transient=False) as bar:
+        task = bar.add_task("parity", total=total, last="")
+
+        def progress(msg: str, outcome) -> None:
+            bar.update(task, advance=1 if outcome is not None else 0, last=msg[:80])
+
+        report = run_cases(matrix, cases, run_dir, platform, runners=args.runners, dtype=args.dtype,
+                           jobs=args.jobs, timeouts=Timeouts(case=args.case_timeout, load=args.load_timeout),
+                           progress=progress)
+    paths = write_all(report, run_dir)
+    print_table(report)
+    err.print(f"report: {paths['json']} · {paths['markdown']} · {paths['junit']}")
+    if args.junit:
+        Path(args.junit).write_text(paths["junit"].read_text())
+    if args.markdown:
+        Path(args.markdown).write_text(paths["markdown"].read_text())
+    return report.exit_code()
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from harness.models import ModelUnavailable, resolve
+
+    matrix = load_matrix(args.matrix)
+    t = Table(title=f"models of {args.matrix}")
+    for col in ("case", "source", "fingerprint", "path / problem"):
+        t.add_column(col, overflow="fold")
+    code = 0
+    for case in filter_cases(matrix, args.cases):
+        try:
+            m = resolve(case.model, Path(matrix.path).parent)
+            t.add_row(case.id, m.description, m.fingerprint[:16], str(m.path))
+        except ModelUnavailable as e:
+            t.add_row(case.id, case.model.source, "-", f"[yellow]skip: {e}[/]")
+        except Exception as e:  # noqa: BLE001
+            t.add_row(case.id, case.model.source, "-", f"[red]error: {e}[/]")
+            code = 1
+    out.print(t)
+    return code
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    report = read_json(Path(args.report))
+    if args.format == "markdown":
+        from harness.report import to_markdown
+        sys.stdout.write(to_markdown(report))
+    elif args.format == "junit":
+        from harness.report import to_junit
+        sys.stdout.write(to_junit(report))
+    else:
+        print_table(report)
+    return report.exit_code()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="parity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a matrix: HF reference versus each vLLM runner")
+    _add_selection(run)
+    run.add_argument("--out", "-o", help="run folder (default runs/<timestamp>)")
+    run.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda if an NVIDIA driver is present")
+    run.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), help="override every case's dtype")
+    run.add_argument("--jobs", "-j", type=int, help="runner workers in parallel (default: min(runners, cores))")
+    run.add_argument("--case-timeout", type=float, default=600.0, help="seconds per case (default 600)")
+    run.add_argument("--load-timeout", type=float, default=600.0, help="seconds per model load (default 600)")
+    run.add_argument("--junit", help="also copy the JUnit XML here")
+    run.add_argument("--markdown", help="also copy the Markdown summary here")
+    run.set_defaults(func=cmd_run)
+    models = sub.add_parser("models", help="resolve (and build) every case's model; print fingerprints")
+    _add_selection(models)
+    models.set_defaults(func=cmd_models)
+    rep = sub.add_parser("report", help="render a report.json again")
+    rep.add_argument("report")
+    rep.add_argument("--format", choices=("table", "markdown", "junit"), default="table")
+    rep.set_defaults(func=cmd_report)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except MatrixError as e:
+        err.print(f"[bold red]matrix error[/]\n{e}", highlight=False)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

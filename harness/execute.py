@@ -1,0 +1,151 @@
+"""Run a plan: one worker process per runner, models loaded one after another, each case's
+outputs written to the run folder. A crash, hang or error fails only what it touched."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from harness.inputs import input_set
+from harness.plan import Load, ModelProblem, Plan
+from harness.runners import LoadRequest
+from harness.runners.pool import Worker, WorkerFailure
+
+
+@dataclass
+class Timeouts:
+    start: float = 300.0  # worker process start (imports)
+    load: float = 600.0  # one model load
+    case: float = 600.0  # one case's forward pass
+
+
+@dataclass
+class RunOutcome:
+    case_id: str
+    runner: str
+    status: str  # ok | skip | error
+    reason: str = ""
+    output: str | None = None
+    info: dict = field(default_factory=dict)
+    load_seconds: float | None = None
+    run_seconds: float | None = None
+
+
+Progress = Callable[[str, RunOutcome | None], None]
+
+
+def output_path(run_dir: Path, case_id: str, runner: str) -> Path:
+    return Path(run_dir) / "outputs" / case_id / f"{runner}.safetensors"
+
+
+class Executor:
+    def __init__(self, plan: Plan, run_dir: Path, timeouts: Timeouts | None = None,
+                 jobs: int | None = None, progress: Progress | None = None):
+        self.plan = plan
+        self.run_dir = Path(run_dir)
+        self.timeouts = timeouts or Timeouts()
+        self.jobs = max(1, jobs or min(len(plan.queues) or 1, os.cpu_count() or 1))
+        self.progress = progress or (lambda msg, outcome: None)
+        self.outcomes: dict[tuple[str, str], RunOutcome] = {}
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self._workers: list[Worker] = []
+
+    def _record(self, outcome: RunOutcome) -> None:
+        with self._lock:
+            self.outcomes[(outcome.case_id, outcome.runner)] = outcome
+        self.progress(f"{outcome.case_id} [{outcome.runner}] {outcome.status}", outcome)
+
+    def run(self) -> dict[tuple[str, str], RunOutcome]:
+        # cases whose model could not be had: every runner gets the same verdict, nothing starts
+        for case in self.plan.cases:
+            problem = self.plan.models[case.id]
+            if isinstance(problem, ModelProblem):
+                for runner in self.plan.runners_of(case):
+                    self._record(RunOutcome(case.id, runner, problem.status, problem.reason))
+        threads = max(1, (os.cpu_count() or 1) // self.jobs)
+        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="runner") as pool:
+            futures = [pool.submit(self._run_queue, runner, loads, threads)
+                       for runner, loads in self.plan.queues.items()]
+            try:
+                for f in futures:
+                    while not f.done():
+                        time.sleep(0.2)
+                    f.result()
+            except KeyboardInterrupt:
+                self.stop.set()
+                for w in list(self._workers):
+                    w.kill()
+                raise
+        return self.outcomes
+
+    def _run_queue(self, runner: str, loads: list[Load], threads: int) -> None:
+        worker = Worker(runner, self.plan.platform.worker_env(runner),
+                        self.run_dir / "logs" / f"{runner}.log", threads=threads)
+        self._workers.append(worker)
+        try:
+            for load in loads:
+                if self.stop.is_set():
+                    break
+                self._run_load(worker, load)
+        finally:
+            worker.stop()
+
+    def _run_load(self, worker: Worker, load: Load) -> None:
+        def fail_all(status: str, reason: str, cases) -> None:
+            for c in cases:
+                self._record(RunOutcome(c.id, load.runner, status, reason))
+
+        req = LoadRequest(
+            model_dir=str(load.model.path), dtype=load.dtype, device=self.plan.platform.device,
+            engine=load.engine, hf=load.hf, trust_remote_code=load.trust_remote_code,
+        )
+        self.progress(f"loading {load.model.description} in {load.runner}", None)
+        try:
+            if not worker.alive:
+                worker.start(self.timeouts.start)
+            ans = worker.request({"op": "load", "request": asdict(req)}, self.timeouts.load, "model load")
+        except WorkerFailure as e:
+            fail_all("error", f"worker failure while loading the model: {e}", load.cases)
+            return
+        if not ans.get("ok"):
+            fail_all("error", f"engine/model failed to load: {ans.get('error')}", load.cases)
+            self._save_traceback(load.runner, ans)
+            return
+        info = {**ans.get("info", {}), "import_seconds": ans.get("import_seconds", 0.0)}
+        load_s = ans.get("seconds")
+        for i, case in enumerate(load.cases):
+            if self.stop.is_set():
+                return
+            inputs = input_set(case.inputs)
+            out = output_path(self.run_dir, case.id, load.runner)
+            options = {"reference": case.reference, **case.hf} if load.runner == "hf" else dict(case.hf)
+            msg = {"op": "run", "task": case.task, "items": list(inputs.items), "options": options, "out": str(out)}
+            try:
+                ans = worker.request(msg, self.timeouts.case, f"case {case.id}")
+            except WorkerFailure as e:
+                self._record(RunOutcome(case.id, load.runner, "error", f"worker failure: {e}", info=info))
+                fail_all("error", f"not run: the worker died on case {case.id} before it", load.cases[i + 1:])
+                return
+            if ans.get("ok"):
+                self._record(RunOutcome(case.id, load.runner, "ok", output=str(out), info=info,
+                                        load_seconds=load_s, run_seconds=ans.get("seconds")))
+            else:
+                self._save_traceback(load.runner, ans)
+                self._record(RunOutcome(case.id, load.runner, "error", f"runner raised {ans.get('error')}", info=info,
+                                        load_seconds=load_s))
+        try:
+            worker.request({"op": "unload"}, self.timeouts.load, "unload")
+        except WorkerFailure:
+            pass  # the next load restarts the worker
+
+    def _save_traceback(self, runner: str, ans: dict) -> None:
+        tb = ans.get("traceback")
+        if tb:
+            with open(self.run_dir / "logs" / f"{runner}.log", "a") as f:
+                f.write(f"\n--- traceback reported by the worker ---\n{tb}\n")

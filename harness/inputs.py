@@ -1,0 +1,93 @@
+"""Prompt sets: named, seeded, versioned and hashed, so goldens know what they were made from."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Union
+
+import numpy as np
+
+DATA = Path(__file__).parent / "data"
+Item = Union[str, tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class InputSet:
+    name: str
+    version: int
+    items: tuple[Item, ...]
+
+    @property
+    def sha256(self) -> str:
+        payload = json.dumps({"name": self.name, "version": self.version, "items": self.items})
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    @property
+    def pairs(self) -> bool:
+        return bool(self.items) and isinstance(self.items[0], tuple)
+
+
+def _texts() -> list[str]:
+    return [line for line in (DATA / "texts.txt").read_text().splitlines() if line.strip()]
+
+
+def _words() -> list[str]:
+    return (DATA / "words.txt").read_text().split()
+
+
+def _short_texts() -> tuple[Item, ...]:
+    return tuple(_texts())
+
+
+def _long_texts() -> tuple[Item, ...]:
+    # seeded word salad of 40..90 words: long enough to exercise many positions
+    rng = np.random.default_rng(20261129)
+    words = _words()
+    out = []
+    for _ in range(8):
+        n = int(rng.integers(40, 90))
+        out.append(" ".join(words[i] for i in rng.integers(0, len(words), n)) + ".")
+    return tuple(out)
+
+
+def _query_document_pairs() -> tuple[Item, ...]:
+    # each query meets 4 documents: the one it was made from and 3 others (rankings are checked)
+    texts = _texts()
+    rng = np.random.default_rng(7)
+    pairs = []
+    for qi in range(6):
+        doc = texts[qi * 4]
+        query = " ".join(doc.lower().rstrip(".?!").split()[1:5])
+        others = [texts[j] for j in rng.choice([j for j in range(len(texts)) if j != qi * 4], 3, replace=False)]
+        for d in [doc, *others]:
+            pairs.append((query, d))
+    return tuple(pairs)
+
+
+_SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
+    "short-texts": (1, _short_texts),
+    "long-texts": (1, _long_texts),
+    "query-document-pairs": (1, _query_document_pairs),
+}
+INPUT_SET_NAMES = tuple(sorted(_SETS))
+
+
+@lru_cache(maxsize=None)
+def input_set(name: str) -> InputSet:
+    try:
+        version, make = _SETS[name]
+    except KeyError:
+        raise ValueError(f"unknown input set {name!r}; valid: {', '.join(INPUT_SET_NAMES)}") from None
+    return InputSet(name, version, make())
+
+
+def query_groups(items: tuple[Item, ...]) -> list[list[int]]:
+    """Indices of pairs grouped by query, in order: the unit a ranking is compared on."""
+    groups: dict[str, list[int]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault(it[0] if isinstance(it, tuple) else it, []).append(i)
+    return list(groups.values())

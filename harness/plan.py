@@ -1,0 +1,102 @@
+"""Cases x runners -> a plan: per runner, an ordered list of model loads, each serving every case
+that shares its weights and engine settings (so a model loads once per runner)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.matrix import REFERENCE_RUNNER, Case
+from harness.models import ModelUnavailable, ResolvedModel, resolve
+from harness.platform import Platform
+
+
+@dataclass(frozen=True)
+class ModelProblem:
+    status: str  # "skip" (unavailable here) or "error" (broken)
+    reason: str
+
+
+@dataclass
+class Load:
+    runner: str
+    model: ResolvedModel
+    dtype: str
+    engine: dict
+    hf: dict
+    trust_remote_code: bool
+    cases: list[Case] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.runner}:{self.model.fingerprint[:12]}:{self.dtype}"
+
+
+@dataclass
+class Plan:
+    platform: Platform
+    cases: list[Case]
+    runners: list[str]  # every runner some case uses, reference first
+    models: dict[str, ResolvedModel | ModelProblem]  # by case id
+    dtypes: dict[str, str]  # by case id
+    queues: dict[str, list[Load]]  # by runner
+
+    def runners_of(self, case: Case) -> list[str]:
+        return [r for r in case.runners if r in self.runners]
+
+
+def _load_key(runner: str, case: Case, model: ResolvedModel, dtype: str) -> str:
+    # the reference does not see vLLM engine kwargs, so cases differing only there share a load
+    knobs = case.hf if runner == REFERENCE_RUNNER else case.engine
+    return json.dumps([runner, model.fingerprint, dtype, knobs, case.trust_remote_code], sort_keys=True, default=str)
+
+
+def build_plan(
+    cases: list[Case],
+    platform: Platform,
+    base_dir: Path,
+    runners: list[str] | None = None,
+    dtype: str | None = None,
+    with_reference: bool = True,
+) -> Plan:
+    """Resolve every case's model (building synthetic ones) and group work per runner."""
+    models: dict[str, ResolvedModel | ModelProblem] = {}
+    by_source: dict[str, ResolvedModel | ModelProblem] = {}
+    for case in cases:
+        key = case.model.model_dump_json()
+        if key not in by_source:
+            try:
+                by_source[key] = resolve(case.model, base_dir)
+            except ModelUnavailable as e:
+                by_source[key] = ModelProblem("skip", f"model unavailable: {e}")
+            except Exception as e:  # noqa: BLE001 - one broken model never stops the run
+                by_source[key] = ModelProblem("error", f"model could not be prepared: {e}")
+        models[case.id] = by_source[key]
+    wanted = set(runners) if runners else None
+    used: list[str] = []
+    queues: dict[str, dict[str, Load]] = {}
+    dtypes: dict[str, str] = {}
+    for case in cases:
+        dtypes[case.id] = dtype or case.dtype or platform.default_dtype
+        for runner in case.runners:
+            if runner == REFERENCE_RUNNER and not with_reference:
+                continue
+            if wanted is not None and runner not in wanted and runner != REFERENCE_RUNNER:
+                continue
+            if runner not in used:
+                used.append(runner)
+            model = models[case.id]
+            if isinstance(model, ModelProblem):
+                continue
+            k = _load_key(runner, case, model, dtypes[case.id])
+            load = queues.setdefault(runner, {}).get(k)
+            if load is None:
+                load = Load(runner, model, dtypes[case.id], dict(case.engine), dict(case.hf), case.trust_remote_code)
+                queues[runner][k] = load
+            load.cases.append(case)
+    used.sort(key=lambda r: (r != REFERENCE_RUNNER, r))
+    return Plan(
+        platform=platform, cases=list(cases), runners=used, models=models, dtypes=dtypes,
+        queues={r: list(q.values()) for r, q in queues.items()},
+    )

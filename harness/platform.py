@@ -1,0 +1,77 @@
+"""Every difference between running on CPU and on CUDA lives here, and nowhere else."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+Device = Literal["cpu", "cuda"]
+TRITON_SHIM_SITE = Path(__file__).parent / "triton_cpu" / "site"
+
+
+@dataclass(frozen=True)
+class Platform:
+    device: Device
+
+    @property
+    def default_dtype(self) -> str:
+        # fp32 on CPU keeps tolerances ~1e-6; a GPU run is meant to test the dtype users serve in
+        return "float32" if self.device == "cpu" else "bfloat16"
+
+    def engine_defaults(self) -> dict:
+        """vLLM engine kwargs every case starts from (a case's `engine:` overrides them)."""
+        if self.device == "cpu":
+            # CPU KV-cache reservation follows gpu_memory_utilization; 0.92 refuses to start
+            return {"gpu_memory_utilization": 0.1, "enforce_eager": True}
+        return {"gpu_memory_utilization": 0.5}
+
+    def worker_env(self, runner: str) -> dict[str, str | None]:
+        """Environment for a worker process of `runner` (None = remove the variable)."""
+        env: dict[str, str | None] = {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
+        if not runner.startswith("vllm"):
+            return env
+        variant = runner.split("-", 1)[1]
+        env["VLLM_USE_V2_MODEL_RUNNER"] = {"v1": "0", "v2": "1", "auto": None}[variant]
+        if self.device == "cpu":
+            # in-process engine core: 2.6 s per engine instead of 19-35 s
+            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+            if variant in ("v2", "auto"):
+                # V2 needs Triton; on CPU, kernels run in Triton's numpy interpreter through our
+                # `cpu` backend entry point. `auto` gets it too so vLLM decides as with Triton.
+                env["TRITON_INTERPRET"] = "1"
+                env["PYTHONPATH"] = os.pathsep.join(
+                    p for p in (str(TRITON_SHIM_SITE), os.environ.get("PYTHONPATH")) if p
+                )
+            else:
+                env["TRITON_INTERPRET"] = None
+        return env
+
+    def runner_label(self, runner: str, actual: str | None) -> str:
+        """How a result's runner is shown in reports: what ran, and how."""
+        if not runner.startswith("vllm"):
+            return f"hf ({self.device})"
+        label = f"vLLM {runner.split('-', 1)[1].upper()}"
+        if actual and actual != runner.split("-", 1)[1]:
+            label += f" (ran {actual.upper()})"
+        if self.device == "cpu" and actual == "v2":
+            return f"{label} on CPU, interpreted Triton kernels"
+        return f"{label} on {self.device.upper()}"
+
+
+def detect_device() -> Device:
+    """`cuda` when an NVIDIA driver is visible, else `cpu`; PARITY_DEVICE overrides."""
+    forced = os.environ.get("PARITY_DEVICE")
+    if forced:
+        if forced not in ("cpu", "cuda"):
+            raise ValueError(f"PARITY_DEVICE={forced!r}; valid: cpu, cuda")
+        return forced  # type: ignore[return-value]
+    return "cuda" if Path("/proc/driver/nvidia/version").exists() else "cpu"

@@ -1,0 +1,115 @@
+"""pytest plugin: a matrix becomes test items, one per (case, compared runner).
+
+    pytest --matrix matrices/pooling.yaml --runners vllm-v1 vllm-v2 [-n auto]
+
+Any test that takes the `parity_result` fixture is parametrised over the matrix; ids are
+`<case>:<runner>`, sorted, so every xdist worker collects the same list. Cases that share a model
+source carry the same `xdist_group`, so with `--dist loadgroup` a model loads once per worker.
+Nothing is built or run at collection time: the first item of a group runs that group's cases
+on every runner (through the same worker machinery as `parity run`), the rest reuse the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from harness.matrix import RUNNER_NAMES, Case, Matrix, MatrixError, load_matrix
+
+DEFAULT_MATRIX = "matrices/ci.yaml"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("parity", "pooling parity matrix")
+    g.addoption("--matrix", default=None, help=f"matrix YAML to expand into tests (default {DEFAULT_MATRIX})")
+    g.addoption("--runners", nargs="+", default=None, choices=RUNNER_NAMES, help="only these compared runners")
+    g.addoption("--parity-out", default=None, help="run folder for outputs, logs and the report")
+    g.addoption("--parity-device", default=None, choices=("cpu", "cuda"), help="default: detected")
+
+
+def _group(case: Case) -> str:
+    return "parity-" + hashlib.sha256(case.model.model_dump_json().encode()).hexdigest()[:12]
+
+
+def _matrix(config: pytest.Config) -> Matrix:
+    path = config.getoption("--matrix") or str(Path(config.rootpath) / DEFAULT_MATRIX)
+    try:
+        return load_matrix(path)
+    except MatrixError as e:
+        raise pytest.UsageError(f"--matrix: {e}") from None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "parity_result" not in metafunc.fixturenames:
+        return
+    matrix = _matrix(metafunc.config)
+    only = metafunc.config.getoption("--runners")
+    params = []
+    for case in matrix.cases:
+        for runner in case.compared_runners:
+            if only and runner not in only:
+                continue
+            params.append(pytest.param((matrix.path, case.id, runner), id=f"{case.id}:{runner}",
+                                       marks=[pytest.mark.xdist_group(_group(case))]))
+    params.sort(key=lambda p: p.id)
+    metafunc.parametrize("parity_result", params, indirect=True)
+
+
+class ParitySession:
+    """Runs one model group at a time on demand and keeps the results for the session."""
+
+    def __init__(self, config: pytest.Config, out_dir: Path):
+        from harness.platform import Platform, detect_device
+
+        self.config = config
+        self.out_dir = out_dir
+        self.platform = Platform(config.getoption("--parity-device") or detect_device())
+        self.results: dict[tuple[str, str], object] = {}
+        self.reports = []
+
+    def result(self, matrix_path: str, case_id: str, runner: str):
+        key = (case_id, runner)
+        if key not in self.results:
+            from harness.session import run_cases
+
+            matrix = load_matrix(matrix_path)
+            case = matrix.case(case_id)
+            group = [c for c in matrix.cases if _group(c) == _group(case)]
+            only = self.config.getoption("--runners")
+            report = run_cases(matrix, group, self.out_dir / _group(case), self.platform, runners=only)
+            self.reports.append(report)
+            for r in report.results:
+                self.results[(r.case_id, r.runner)] = r
+        return self.results.get(key)
+
+
+@pytest.fixture(scope="session")
+def parity_session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ParitySession:
+    out = request.config.getoption("--parity-out")
+    return ParitySession(request.config, Path(out) if out else tmp_path_factory.mktemp("parity"))
+
+
+@pytest.fixture
+def parity_result(request: pytest.FixtureRequest, parity_session: ParitySession):
+    matrix_path, case_id, runner = request.param
+    result = parity_session.result(matrix_path, case_id, runner)
+    if result is None:
+        pytest.fail(f"{case_id} on {runner}: no result was produced", pytrace=False)
+    return result
+
+
+def check(result) -> None:
+    """pass -> return; skip/xfail -> pytest outcome; fail/error/xpass -> failure naming the case."""
+    where = f"{result.case_id} on {result.runner_label} ({result.where})"
+    metrics = "; ".join(
+        f"{m.name}={m.value:.3g} (bound {m.bound if m.bound is not None else '-'})" for m in result.metrics
+    )
+    if result.status == "pass":
+        return
+    if result.status == "skip":
+        pytest.skip(f"{where}: {result.reason}")
+    if result.status == "xfail":
+        pytest.xfail(f"{where}: {result.reason}")
+    pytest.fail(f"{result.status}: {where}: {result.reason}" + (f"\nmetrics: {metrics}" if metrics else ""), pytrace=False)

@@ -1,0 +1,181 @@
+"""Reports: JSON is the source of truth (with provenance); JUnit XML and Markdown derive from it."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = 1
+ORDER = {"error": 0, "fail": 1, "xpass": 2, "xfail": 3, "skip": 4, "pass": 5}
+FAILING = ("fail", "error", "xpass")
+
+
+class MetricOut(BaseModel):
+    name: str
+    value: float | None
+    bound: float | None
+    ok: bool
+
+
+class Result(BaseModel):
+    """One case on one compared runner."""
+
+    case_id: str
+    family: str
+    task: str
+    runner: str
+    runner_label: str
+    status: str
+    reason: str = ""
+    metrics: list[MetricOut] = Field(default_factory=list)
+    where: str = ""
+    model: dict[str, Any] = Field(default_factory=dict)
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    dtype: str = ""
+    device: str = ""
+    actual_runner: str | None = None
+    info: dict[str, Any] = Field(default_factory=dict)
+    load_seconds: float | None = None
+    run_seconds: float | None = None
+    output: str | None = None
+
+
+class ReferenceResult(BaseModel):
+    case_id: str
+    status: str  # ok | skip | error
+    reason: str = ""
+    info: dict[str, Any] = Field(default_factory=dict)
+    run_seconds: float | None = None
+    output: str | None = None
+
+
+class Report(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    harness_version: str
+    git_commit: str | None = None
+    command: list[str] = Field(default_factory=list)
+    matrix: str
+    matrix_sha256: str
+    device: str
+    started: str
+    finished: str | None = None
+    wall_seconds: float | None = None
+    partial: bool = False
+    partial_reason: str = ""
+    results: list[Result] = Field(default_factory=list)
+    references: list[ReferenceResult] = Field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out = {k: 0 for k in ORDER}
+        for r in self.results:
+            out[r.status] = out.get(r.status, 0) + 1
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.partial and not any(r.status in FAILING for r in self.results)
+
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_json(report: Report, path: Path) -> None:
+    _atomic_write(path, report.model_dump_json(indent=2) + "\n")
+
+
+def read_json(path: Path) -> Report:
+    return Report.model_validate(json.loads(Path(path).read_text()))
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2e}"
+
+
+def metrics_cell(r: Result) -> str:
+    parts = []
+    for m in r.metrics:
+        op = "≤" if m.ok else ">"
+        parts.append(f"{m.name} {_fmt(m.value)}" + (f" {op} {_fmt(m.bound)}" if m.bound is not None else ""))
+    return "<br>".join(parts) or "-"
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(report: Report, max_reason: int = 300) -> str:
+    c = report.counts()
+    head = "✅ parity passed" if report.ok else "❌ parity FAILED"
+    if report.partial:
+        head += f" — PARTIAL report ({report.partial_reason})"
+    lines = [
+        f"## {head}",
+        "",
+        " · ".join(f"{c[k]} {k}" for k in ORDER if c.get(k)) + f" · device `{report.device}` · matrix `{report.matrix}`"
+        + (f" · {report.wall_seconds:.0f} s" if report.wall_seconds else ""),
+        "",
+        "| case | runner | verdict | metrics (value vs bound) | time | reason |",
+        "|---|---|---|---|---|---|",
+    ]
+    rows = sorted(report.results, key=lambda r: (ORDER.get(r.status, 9), r.case_id, r.runner))
+    for r in rows:
+        t = (r.load_seconds or 0) + (r.run_seconds or 0)
+        reason = r.reason if len(r.reason) <= max_reason else r.reason[: max_reason - 1] + "…"
+        lines.append(
+            f"| `{r.case_id}` | {r.runner_label} | **{r.status}** | {metrics_cell(r)} | "
+            f"{t:.1f} s | {_md_escape(reason)} |"
+        )
+    bad_refs = [x for x in report.references if x.status != "ok"]
+    if bad_refs:
+        lines += ["", "### Reference (hf) problems", ""]
+        lines += [f"- `{x.case_id}`: **{x.status}** {_md_escape(x.reason[:max_reason])}" for x in bad_refs]
+    lines += ["", f"<sub>parity-harness {report.harness_version}"
+              + (f" @ {report.git_commit[:10]}" if report.git_commit else "") + f" · started {report.started}</sub>", ""]
+    return "\n".join(lines)
+
+
+def to_junit(report: Report) -> str:
+    suite = ET.Element("testsuite", name="parity", tests=str(len(report.results)),
+                       failures=str(sum(r.status in ("fail", "xpass") for r in report.results)),
+                       errors=str(sum(r.status == "error" for r in report.results)),
+                       skipped=str(sum(r.status in ("skip", "xfail") for r in report.results)),
+                       time=f"{report.wall_seconds or 0:.3f}")
+    for r in sorted(report.results, key=lambda r: (r.case_id, r.runner)):
+        tc = ET.SubElement(suite, "testcase", classname=f"parity.{r.family}", name=f"{r.case_id}[{r.runner}]",
+                           time=f"{(r.load_seconds or 0) + (r.run_seconds or 0):.3f}")
+        detail = "\n".join(f"{m.name}={m.value!r} bound={m.bound!r} ok={m.ok}" for m in r.metrics)
+        if r.status in ("fail", "xpass"):
+            ET.SubElement(tc, "failure", message=r.reason[:1000]).text = f"{r.reason}\n{detail}"
+        elif r.status == "error":
+            ET.SubElement(tc, "error", message=r.reason[:1000]).text = r.reason
+        elif r.status in ("skip", "xfail"):
+            ET.SubElement(tc, "skipped", message=f"{r.status}: {r.reason}"[:1000])
+        ET.SubElement(tc, "system-out").text = f"{r.runner_label}\n{r.where}\n{detail}"
+    suites = ET.Element("testsuites")
+    suites.append(suite)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def write_all(report: Report, out_dir: Path) -> dict[str, Path]:
+    out_dir = Path(out_dir)
+    paths = {"json": out_dir / "report.json", "junit": out_dir / "junit.xml", "markdown": out_dir / "report.md"}
+    write_json(report, paths["json"])
+    _atomic_write(paths["junit"], to_junit(report))
+    _atomic_write(paths["markdown"], to_markdown(report))
+    return paths

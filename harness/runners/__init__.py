@@ -1,0 +1,62 @@
+"""Runners: one interface, a registry by name, imported lazily inside worker processes.
+
+A runner name is `hf` or `vllm-<variant>` (variant: v1, v2, auto). The parent process never
+imports torch, transformers or vLLM: it only names runners; `harness.runners.worker` imports the
+implementation in its own subprocess.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+# name prefix -> "module:Class", imported only inside the worker that needs it
+_REGISTRY: dict[str, str] = {
+    "hf": "harness.runners.hf:HFRunner",
+    "vllm": "harness.runners.vllm:VllmRunner",
+    "fake": "harness.runners.fake:FakeRunner",  # test double that misbehaves on command
+}
+
+
+@dataclass
+class LoadRequest:
+    model_dir: str
+    dtype: str
+    device: str
+    engine: dict[str, Any] = field(default_factory=dict)  # vLLM engine kwargs
+    hf: dict[str, Any] = field(default_factory=dict)  # reference-recipe options
+    trust_remote_code: bool = False
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """What every runner does, inside its worker process."""
+
+    def load(self, req: LoadRequest) -> dict[str, Any]:
+        """Load a model; return facts for the report (versions, the runner really used, ...)."""
+
+    def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
+        """One output array per input item, in input order."""
+
+    def unload(self) -> None:
+        """Free the model, so one worker never holds two."""
+
+
+def runner_kind(name: str) -> tuple[str, str | None]:
+    """'vllm-v2' -> ('vllm', 'v2'); 'hf' -> ('hf', None)."""
+    kind, _, variant = name.partition("-")
+    if kind not in _REGISTRY:
+        raise ValueError(f"unknown runner {name!r}; valid kinds: {', '.join(sorted(_REGISTRY))}")
+    return kind, variant or None
+
+
+def create(name: str) -> Runner:
+    kind, variant = runner_kind(name)
+    module, cls = _REGISTRY[kind].split(":")
+    impl = getattr(importlib.import_module(module), cls)(variant)
+    if not isinstance(impl, Runner):
+        raise TypeError(f"{_REGISTRY[kind]} does not implement the Runner protocol")
+    return impl

@@ -1,0 +1,53 @@
+"""A runner that misbehaves on command, for proving the worker machinery copes with faults.
+
+It goes through the same worker process and protocol as the real runners. The behaviour comes
+from the load request's `hf` options: {"behaviour": "echo" | "crash" | "exit" | "hang" | "raise"
+| "nan" | "short", "dim": 8}. "echo" returns a deterministic vector per input text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from harness.runners import LoadRequest
+
+
+class FakeRunner:
+    def __init__(self, variant: str | None):
+        self.variant = variant
+        self.opts: dict[str, Any] = {}
+
+    def load(self, req: LoadRequest) -> dict[str, Any]:
+        self.opts = dict(req.hf)
+        if self.opts.get("behaviour") == "fail-load":
+            raise RuntimeError("engine refused to start (fake)")
+        return {"actual_runner": self.variant or "fake", "device": req.device, "versions": {}}
+
+    def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
+        b = options.get("behaviour", self.opts.get("behaviour", "echo"))
+        if b == "crash":
+            os.abort()
+        if b == "exit":
+            os._exit(3)
+        if b == "hang":
+            time.sleep(3600)
+        if b == "raise":
+            raise ValueError("fake runner raised on purpose")
+        dim = int(self.opts.get("dim", 8))
+        outs = []
+        for it in items:
+            seed = int.from_bytes(hashlib.sha256(str(it).encode()).digest()[:8], "little")
+            outs.append(np.random.default_rng(seed).normal(size=dim).astype(np.float32))
+        if b == "nan":
+            outs[0][0] = np.nan
+        if b == "short":
+            outs = outs[:-1]
+        return outs
+
+    def unload(self) -> None:
+        self.opts = {}

@@ -1,0 +1,154 @@
+"""The parent side of a worker process: start it, send requests, wait with timeouts, and turn a
+crash or hang into an exception that carries the worker's log tail."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class WorkerFailure(Exception):
+    """The worker died or hung; the message ends with the tail of its log."""
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return "(no worker log)"
+    tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
+    return "\n".join(tail)
+
+
+class Worker:
+    def __init__(self, runner: str, env: dict[str, str | None], log_path: Path, threads: int | None = None):
+        self.runner = runner
+        self.env = env
+        self.log_path = Path(log_path)
+        self.threads = threads
+        self.proc: subprocess.Popen | None = None
+        self._reply = None
+        self._buf = b""
+        self.starts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = 300) -> None:
+        env = dict(os.environ)
+        for k, v in self.env.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        if self.threads:
+            env.setdefault("OMP_NUM_THREADS", str(self.threads))
+        r, w = os.pipe()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        log.write(f"\n===== start {self.runner} at {time.strftime('%H:%M:%S')} =====\n".encode())
+        log.flush()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.runners.worker", self.runner, "--reply-fd", str(w)],
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env,
+                pass_fds=(w,), start_new_session=True,
+            )
+        finally:
+            os.close(w)
+            log.close()
+        self._reply = os.fdopen(r, "rb", buffering=0)
+        self._buf = b""
+        self.starts += 1
+        hello = self._read(timeout, "start")
+        if not hello.get("ready"):
+            raise WorkerFailure(f"{self.runner} worker sent {hello!r} instead of ready")
+
+    def _read(self, timeout: float, what: str) -> dict:
+        assert self._reply is not None and self.proc is not None
+        deadline = time.monotonic() + timeout
+        sel = selectors.DefaultSelector()
+        sel.register(self._reply, selectors.EVENT_READ)
+        try:
+            while b"\n" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill()
+                    raise WorkerFailure(
+                        f"{self.runner} worker timed out after {timeout:.0f} s during {what}; killed.\n"
+                        f"--- worker log tail ---\n{log_tail(self.log_path)}"
+                    )
+                if not sel.select(timeout=min(left, 1.0)):
+                    continue
+                chunk = os.read(self._reply.fileno(), 65536)
+                if not chunk:
+                    code = self.proc.wait(timeout=30)
+                    raise WorkerFailure(
+                        f"{self.runner} worker died during {what} ({_describe_exit(code)}).\n"
+                        f"--- worker log tail ---\n{log_tail(self.log_path)}"
+                    )
+                self._buf += chunk
+        finally:
+            sel.close()
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, msg: dict, timeout: float, what: str) -> dict:
+        if not self.alive:
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # the read below reports the death with the log
+        return self._read(timeout, what)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self._close()
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.alive:
+            try:
+                self.request({"op": "shutdown"}, timeout, "shutdown")
+                assert self.proc is not None
+                self.proc.wait(timeout=timeout)
+            except (WorkerFailure, subprocess.TimeoutExpired, OSError):
+                pass
+        self.kill()
+
+    def _close(self) -> None:
+        if self._reply is not None:
+            self._reply.close()
+            self._reply = None
+        if self.proc is not None and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (killed: out of memory?)" if -code == signal.SIGKILL else ""
+        return f"killed by {name}{hint}"
+    return f"exit code {code}"

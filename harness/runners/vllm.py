@@ -1,0 +1,90 @@
+"""vLLM offline `LLM` in pooling mode. Which model runner (V1/V2) is chosen by the environment
+the worker was started with (harness.platform); which one really ran is read from the engine."""
+
+from __future__ import annotations
+
+import gc
+import os
+from typing import Any
+
+import numpy as np
+
+from harness.runners import LoadRequest
+
+
+def _actual_runner(llm) -> tuple[str, str]:
+    """('v1'|'v2'|'unknown', evidence). The model runner's class is the ground truth; the config
+    property is the fallback when the engine core lives in another process."""
+    try:
+        core = llm.llm_engine.engine_core.engine_core
+        mr = core.model_executor.driver_worker.worker.model_runner
+        mods = {c.__module__ for c in type(mr).__mro__}
+        cls = f"{type(mr).__module__}.{type(mr).__qualname__}"
+        if "vllm.v1.worker.gpu.model_runner" in mods:
+            return "v2", f"model runner class {cls}"
+        if "vllm.v1.worker.gpu_model_runner" in mods:
+            return "v1", f"model runner class {cls}"
+        return "unknown", f"model runner class {cls}"
+    except AttributeError:
+        pass
+    try:
+        v2 = bool(llm.llm_engine.vllm_config.use_v2_model_runner)
+        return ("v2" if v2 else "v1"), "vllm_config.use_v2_model_runner"
+    except AttributeError as e:
+        return "unknown", f"could not read the runner: {e}"
+
+
+class VllmRunner:
+    def __init__(self, variant: str | None):
+        if variant not in ("v1", "v2", "auto"):
+            raise ValueError(f"vllm runner variant must be v1, v2 or auto, got {variant!r}")
+        self.variant = variant
+        self.llm = None
+
+    def load(self, req: LoadRequest) -> dict[str, Any]:
+        import torch
+        import transformers
+        import vllm
+        from vllm import LLM
+
+        from harness.platform import Platform
+
+        kwargs: dict[str, Any] = {
+            **Platform(req.device).engine_defaults(),
+            "seed": 0,
+            **req.engine,
+        }
+        self.llm = LLM(
+            model=req.model_dir, runner="pooling", dtype=req.dtype,
+            trust_remote_code=req.trust_remote_code, **kwargs,
+        )
+        actual, evidence = _actual_runner(self.llm)
+        return {
+            "actual_runner": actual,
+            "runner_evidence": evidence,
+            "device": req.device,
+            "engine_kwargs": {k: v for k, v in kwargs.items()},
+            "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
+            "versions": {
+                "vllm": vllm.__version__,
+                "torch": torch.__version__,
+                "transformers": transformers.__version__,
+            },
+        }
+
+    def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
+        assert self.llm is not None, "run before load"
+        if task == "embed":
+            outs = self.llm.embed(list(items), use_tqdm=False)
+            return [np.asarray(o.outputs.embedding, dtype=np.float32) for o in outs]
+        raise ValueError(f"the vllm runner does not implement task {task!r} yet")
+
+    def unload(self) -> None:
+        if self.llm is None:
+            return
+        try:
+            self.llm.llm_engine.engine_core.shutdown()
+        except Exception:  # noqa: BLE001 - best effort: the worker may be reused
+            pass
+        self.llm = None
+        gc.collect()

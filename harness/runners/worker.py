@@ -1,0 +1,92 @@
+"""A runner's worker process: `python -m harness.runners.worker RUNNER --reply-fd N`.
+
+Reads one JSON request per line on stdin, answers one JSON line per request on the reply fd
+(stdout and stderr belong to the libraries and go to the worker's log). One worker serves many
+models one after another; a crash here loses only the request in flight.
+
+Requests: {"op": "load", "request": LoadRequest}, {"op": "run", "task", "items", "options",
+"out"}, {"op": "unload"}, {"op": "shutdown"}. Answers: {"ok": true, ...} or {"ok": false,
+"error": "...", "traceback": "..."}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+from harness.outputs import save_items
+from harness.runners import LoadRequest, create
+
+
+def _serve(runner_name: str, reply) -> None:
+    runner = None
+    loaded = False
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        msg = json.loads(line)
+        op = msg.get("op")
+        t0 = time.perf_counter()
+        try:
+            if op == "shutdown":
+                if runner is not None and loaded:
+                    runner.unload()
+                reply({"ok": True})
+                return
+            if runner is None:
+                t_imp = time.perf_counter()
+                runner = create(runner_name)
+                import_s = time.perf_counter() - t_imp
+            else:
+                import_s = 0.0
+            if op == "load":
+                if loaded:
+                    runner.unload()
+                    loaded = False
+                info = runner.load(LoadRequest(**msg["request"]))
+                loaded = True
+                reply({"ok": True, "info": info, "seconds": time.perf_counter() - t0, "import_seconds": import_s})
+            elif op == "run":
+                if not loaded:
+                    raise RuntimeError("run requested before a model was loaded")
+                outs = runner.run(msg["task"], msg["items"], msg.get("options", {}))
+                run_s = time.perf_counter() - t0
+                save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
+                reply({"ok": True, "seconds": run_s, "n": len(outs)})
+            elif op == "unload":
+                if loaded:
+                    runner.unload()
+                    loaded = False
+                reply({"ok": True})
+            else:
+                raise ValueError(f"unknown op {op!r}")
+        except Exception as e:  # noqa: BLE001 - report, keep serving
+            reply({
+                "ok": False,
+                "error": f"{type(e).__name__}: {e}".strip()[:4000],
+                "traceback": traceback.format_exc()[-6000:],
+            })
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="harness.runners.worker")
+    ap.add_argument("runner")
+    ap.add_argument("--reply-fd", type=int, required=True)
+    args = ap.parse_args(argv)
+    out = os.fdopen(args.reply_fd, "w", buffering=1)
+
+    def reply(obj: dict) -> None:
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    reply({"ok": True, "ready": True, "pid": os.getpid()})
+    _serve(args.runner, reply)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The one-way pipeline: matrix -> plan -> runs -> outputs -> comparisons -> report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import __version__
+from harness.compare import Verdict, compare
+from harness.execute import Executor, Progress, RunOutcome, Timeouts
+from harness.inputs import input_set
+from harness.matrix import REFERENCE_RUNNER, Case, Matrix
+from harness.outputs import load_items
+from harness.plan import ModelProblem, Plan, build_plan
+from harness.platform import Platform
+from harness.report import MetricOut, ReferenceResult, Report, Result
+from harness.tasks import task_kind
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=10)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got: RunOutcome | None) -> Verdict:
+    """Turn a case's reference and runner outcomes into a verdict. Never `pass` without a comparison."""
+    if got is None:
+        return Verdict("error", "not run (the run was interrupted or the worker never reached it)")
+    if got.status != "ok":
+        return Verdict(got.status, got.reason)
+    variant = runner.split("-", 1)[1] if runner.startswith("vllm-") else None
+    actual = got.info.get("actual_runner")
+    if variant in ("v1", "v2") and actual != variant:
+        return Verdict("error", f"asked vLLM for model runner {variant.upper()} but it ran {str(actual).upper()} "
+                                f"({got.info.get('runner_evidence', 'no evidence')})")
+    if ref is None:
+        return Verdict("error", "reference (hf) was not run")
+    if ref.status != "ok":
+        return Verdict("skip" if ref.status == "skip" else "error", f"reference (hf) {ref.status}: {ref.reason}")
+    try:
+        tol = case.tolerance(dtype)
+        ref_items, _ = load_items(Path(ref.output))  # type: ignore[arg-type]
+        got_items, _ = load_items(Path(got.output))  # type: ignore[arg-type]
+        items = input_set(case.inputs).items
+        return compare(case, runner, tol, task_kind(case.task).metrics, ref_items, got_items, items)
+    except Exception as e:  # noqa: BLE001 - a broken output file is this case's error only
+        return Verdict("error", f"comparison failed: {type(e).__name__}: {e}")
+
+
+def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], RunOutcome], started: str,
+                 wall: float, partial_reason: str = "") -> Report:
+    results: list[Result] = []
+    references: list[ReferenceResult] = []
+    for case in plan.cases:
+        dtype = plan.dtypes[case.id]
+        model = plan.models[case.id]
+        model_info = ({"description": model.description, "fingerprint": model.fingerprint, "path": str(model.path)}
+                      if not isinstance(model, ModelProblem) else {"problem": model.reason})
+        model_info["hub_id"] = case.hub_id
+        inputs = input_set(case.inputs)
+        ref = outcomes.get((case.id, REFERENCE_RUNNER))
+        if REFERENCE_RUNNER in plan.runners_of(case):
+            references.append(ReferenceResult(
+                case_id=case.id, status=ref.status if ref else "error",
+                reason=(ref.reason if ref else "not run"), info=ref.info if ref else {},
+                run_seconds=ref.run_seconds if ref else None, output=ref.output if ref else None))
+        for runner in plan.runners_of(case):
+            if runner == REFERENCE_RUNNER:
+                continue
+            got = outcomes.get((case.id, runner))
+            v = verdict_for(case, runner, dtype, ref, got)
+            actual = got.info.get("actual_runner") if got else None
+            results.append(Result(
+                case_id=case.id, family=case.family, task=case.task, runner=runner,
+                runner_label=plan.platform.runner_label(runner, actual), status=v.status, reason=v.reason,
+                metrics=[MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics],
+                where=case.where, model=model_info,
+                inputs={"name": inputs.name, "sha256": inputs.sha256, "count": len(inputs.items)},
+                dtype=dtype, device=plan.platform.device, actual_runner=actual,
+                info=got.info if got else {}, load_seconds=got.load_seconds if got else None,
+                run_seconds=got.run_seconds if got else None, output=got.output if got else None,
+            ))
+    return Report(
+        harness_version=__version__, git_commit=_git_commit(), command=list(sys.argv),
+        matrix=matrix.path, matrix_sha256=hashlib.sha256(Path(matrix.path).read_bytes()).hexdigest(),
+        device=plan.platform.device, started=started, finished=_now(), wall_seconds=wall,
+        partial=bool(partial_reason), partial_reason=partial_reason, results=results, references=references,
+    )
+
+
+def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platform,
+              runners: list[str] | None = None, dtype: str | None = None, jobs: int | None = None,
+              timeouts: Timeouts | None = None, progress: Progress | None = None) -> Report:
+    started, t0 = _now(), time.perf_counter()
+    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners, dtype=dtype)
+    executor = Executor(plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress)
+    partial = ""
+    try:
+        outcomes = executor.run()
+    except KeyboardInterrupt:
+        outcomes = executor.outcomes
+        partial = "interrupted (Ctrl-C): cases not reached are reported as errors"
+    return build_report(matrix, plan, outcomes, started, time.perf_counter() - t0, partial)

@@ -1,0 +1,168 @@
+"""Synthetic tiny checkpoints, deterministic across runs and library releases.
+
+Weights are drawn from a numpy generator seeded by (spec seed, parameter name), never from
+torch's init code, so a new torch or transformers does not change them. Tokenizers are built
+from a vocabulary shipped in harness/data (no training: WordPiece training is not deterministic).
+
+Run as `python -m harness.synthetic '<SyntheticModel JSON>'` to build one into the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from harness.matrix import SyntheticModel
+from harness.models import cache_root, fingerprint
+
+# bump when a builder's output changes for the same spec
+BUILDER_VERSION = 1
+DATA = Path(__file__).parent / "data"
+
+
+@dataclass(frozen=True)
+class ArchFamily:
+    model_type: str
+    config: dict  # tiny defaults; a spec's `config:` overrides them
+    tokenizer: Callable[[Path, dict], None]
+    archs: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _bert_vocab() -> list[str]:
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    digits = list("0123456789")
+    punct = list(".,!?;:'\"-()+*/=")
+    words = []
+    for w in (DATA / "words.txt").read_text().split():
+        if w not in words and len(w) > 1:
+            words.append(w)
+    return specials + letters + digits + punct + ["##" + c for c in letters + digits] + words
+
+
+def _wordpiece_tokenizer(out: Path, config: dict) -> None:
+    from transformers import BertTokenizerFast
+
+    vocab = _bert_vocab()
+    vocab_file = out / "vocab.txt"
+    vocab_file.write_text("\n".join(vocab) + "\n")
+    tok = BertTokenizerFast(
+        vocab_file=str(vocab_file), do_lower_case=True,
+        model_max_length=config["max_position_embeddings"],
+    )
+    tok.save_pretrained(out)
+
+
+ARCHS: dict[str, ArchFamily] = {
+    "bert": ArchFamily(
+        model_type="bert",
+        config=dict(
+            vocab_size=len(_bert_vocab()), hidden_size=64, num_hidden_layers=2,
+            num_attention_heads=2, intermediate_size=128, max_position_embeddings=128,
+            type_vocab_size=2, initializer_range=0.2, hidden_act="gelu",
+        ),
+        tokenizer=_wordpiece_tokenizer,
+        archs=("BertModel", "BertForSequenceClassification", "BertForTokenClassification"),
+    ),
+}
+
+
+def family_of(arch: str) -> ArchFamily:
+    for fam in ARCHS.values():
+        if arch in fam.archs:
+            return fam
+    valid = sorted(a for f in ARCHS.values() for a in f.archs)
+    raise ValueError(f"unknown synthetic arch {arch!r}; valid: {', '.join(valid)}")
+
+
+def spec_dir(spec: SyntheticModel) -> Path:
+    key = json.dumps({"v": BUILDER_VERSION, **spec.model_dump()}, sort_keys=True)
+    return cache_root() / "models" / f"{spec.arch.lower()}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def seeded_values(seed: int, name: str, shape: tuple[int, ...], std: float) -> np.ndarray:
+    """The value of one parameter: a function of (seed, name, shape) only."""
+    digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    leaf = name.rsplit(".", 1)[-1]
+    is_norm = "norm" in name.lower() and leaf == "weight"
+    if is_norm:
+        return (1.0 + rng.normal(0.0, 0.1, shape)).astype(np.float32)
+    if leaf == "bias":
+        return rng.normal(0.0, 0.02, shape).astype(np.float32)
+    return rng.normal(0.0, std, shape).astype(np.float32)
+
+
+def build(spec: SyntheticModel, target: Path) -> str:
+    """Write the checkpoint atomically into `target`; returns its fingerprint."""
+    import torch
+    import transformers
+
+    fam = family_of(spec.arch)
+    cfg = {**fam.config, **spec.config}
+    config = transformers.AutoConfig.for_model(fam.model_type, **cfg)
+    config.architectures = [spec.arch]
+    model_cls = getattr(transformers, spec.arch)
+    torch.manual_seed(0)  # irrelevant to the result: every parameter is overwritten below
+    model = model_cls(config).eval()
+    std = float(cfg.get("initializer_range", 0.2))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(torch.from_numpy(seeded_values(spec.seed, name, tuple(param.shape), std)))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        fam.tokenizer(tmp, cfg)
+        if spec.pooling:
+            _write_sentence_transformers(tmp, spec, config.hidden_size, cfg.get("max_position_embeddings", 512))
+        fp = fingerprint(tmp)
+        (tmp / "fingerprint.txt").write_text(fp + "\n")
+        if target.exists():  # another process won the race; theirs is identical
+            shutil.rmtree(tmp)
+        else:
+            os.rename(tmp, target)
+        return fp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_sentence_transformers(out: Path, spec: SyntheticModel, dim: int, max_len: int) -> None:
+    """The modules.json layout sentence-transformers and vLLM both read for pooling/normalize."""
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    pooling_dir = out / "1_Pooling"
+    pooling_dir.mkdir()
+    modes = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token",
+             "lasttoken": "pooling_mode_lasttoken"}
+    pooling_cfg = {"word_embedding_dimension": dim, **{v: k == spec.pooling for k, v in modes.items()}}
+    (pooling_dir / "config.json").write_text(json.dumps(pooling_cfg, indent=2, sort_keys=True))
+    modules.append({"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"})
+    if spec.normalize:
+        (out / "2_Normalize").mkdir()
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+    (out / "modules.json").write_text(json.dumps(modules, indent=2))
+    (out / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_len, "do_lower_case": False}, indent=2)
+    )
+
+
+def main(argv: list[str]) -> int:
+    spec = SyntheticModel.model_validate_json(argv[0])
+    target = spec_dir(spec)
+    fp = build(spec, target) if not (target / "fingerprint.txt").exists() else None
+    print(json.dumps({"path": str(target), "fingerprint": fp or (target / "fingerprint.txt").read_text().strip()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,37 @@
+"""The pooling task kinds, what each returns per input item, and its default metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+TaskName = Literal[
+    "embed", "classify", "score", "token_embed", "token_classify", "reward", "step_reward"
+]
+TASKS: tuple[str, ...] = get_args(TaskName)
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    name: str
+    item_shape: str  # human-readable shape of one item's output
+    pairs: bool  # inputs are (query, document) pairs
+    metrics: tuple[str, ...]  # metric names `compare` computes for this task
+
+
+TASK_KINDS: dict[str, TaskKind] = {
+    "embed": TaskKind("embed", "[dim]", False, ("cosine_distance", "max_abs")),
+    "classify": TaskKind("classify", "[num_labels]", False, ("max_abs", "max_rel")),
+    "score": TaskKind("score", "[] (one score per pair)", True, ("max_abs", "max_rel", "rank_disagreement")),
+    "token_embed": TaskKind("token_embed", "[tokens, dim]", False, ("cosine_distance", "max_abs")),
+    "token_classify": TaskKind("token_classify", "[tokens, num_labels]", False, ("max_abs",)),
+    "reward": TaskKind("reward", "[tokens, num_labels] or [num_labels]", False, ("max_abs",)),
+    "step_reward": TaskKind("step_reward", "[steps, num_labels]", False, ("max_abs",)),
+}
+
+
+def task_kind(name: str) -> TaskKind:
+    try:
+        return TASK_KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASKS)}") from None

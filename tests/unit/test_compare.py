@@ -1,0 +1,93 @@
+import numpy as np
+import pytest
+
+from harness.compare import compare, cosine_distance, degenerate_reference, max_abs, max_rel, rank_disagreement
+from harness.matrix import Case, Tolerance
+
+TOL = Tolerance(cosine_distance=1e-6, max_abs=1e-5)
+
+
+def make_case(**kw) -> Case:
+    base = dict(id="c", family="f", task="embed", model={"source": "local", "path": "x"}, inputs="short-texts",
+                runners=["hf", "vllm-v1"], tolerances={"float32": TOL.model_dump()})
+    return Case.model_validate({**base, **kw})
+
+
+def vecs(n=4, d=8, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=d).astype(np.float32) for _ in range(n)]
+
+
+def test_identical_outputs_pass_with_zero_metrics():
+    ref = vecs()
+    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, [a.copy() for a in ref], tuple("abcd"))
+    assert v.status == "pass"
+    assert [(m.name, m.value) for m in v.metrics] == [("cosine_distance", 0.0), ("max_abs", 0.0)]
+
+
+def test_tiny_noise_passes_and_bigger_noise_fails_naming_metric():
+    ref = vecs()
+    small = [a + np.float32(1e-7) for a in ref]
+    assert compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, small, tuple("abcd")).status == "pass"
+    big = [a + np.float32(1e-3) for a in ref]
+    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, big, tuple("abcd"))
+    assert v.status == "fail" and "max_abs 0.001 > 1e-05" in v.reason
+
+
+def test_metric_values():
+    a = [np.array([1.0, 0.0], np.float32)]
+    b = [np.array([0.0, 1.0], np.float32)]
+    assert cosine_distance(a, b) == pytest.approx(1.0)
+    assert max_abs(a, b) == pytest.approx(1.0)
+    assert max_rel([np.array([2.0])], [np.array([1.0])]) == pytest.approx(0.5)
+    # token outputs: the worst token counts
+    t_ref = [np.array([[1.0, 0.0], [0.0, 1.0]])]
+    t_got = [np.array([[1.0, 0.0], [1.0, 0.0]])]
+    assert cosine_distance(t_ref, t_got) == pytest.approx(1.0)
+
+
+def test_rank_disagreement_counts_groups():
+    items = (("q1", "a"), ("q1", "b"), ("q2", "c"), ("q2", "d"))
+    ref = [np.array(x) for x in (0.9, 0.1, 0.2, 0.8)]
+    same = [np.array(x) for x in (0.8, 0.2, 0.1, 0.7)]
+    swapped = [np.array(x) for x in (0.1, 0.9, 0.1, 0.7)]
+    assert rank_disagreement(ref, same, items) == 0.0
+    assert rank_disagreement(ref, swapped, items) == 0.5
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda g: g[:-1], "wrong count: 3 outputs for 4 inputs"),
+    (lambda g: [g[0][:4], *g[1:]], "shape mismatch at item 0: reference [8], runner [4]"),
+    (lambda g: [np.full_like(g[0], np.nan), *g[1:]], "NaN in runner output at item 0"),
+    (lambda g: [g[0], np.full_like(g[1], np.inf), *g[2:]], "Inf in runner output at item 1"),
+])
+def test_structural_faults_fail_with_their_own_message(mutate, message):
+    ref = vecs()
+    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, mutate([a.copy() for a in ref]), tuple("abcd"))
+    assert v.status == "fail" and v.reason == message
+
+
+def test_degenerate_reference_is_an_error_not_a_pass():
+    same = [np.full(8, 0.5, np.float32) + np.float32(1e-6 * i) for i in range(4)]
+    assert degenerate_reference(same) is not None
+    v = compare(make_case(), "vllm-v1", TOL, ("max_abs",), same, [a.copy() for a in same], tuple("abcd"))
+    assert v.status == "error" and "do not vary across inputs" in v.reason
+    assert degenerate_reference(vecs()) is None
+
+
+def test_divergence_mark_turns_fail_into_xfail_and_pass_into_strict_xpass():
+    case = make_case(divergence={"runners": ["vllm-v1"], "reason": "known", "measured": "cos 0.7"})
+    ref = vecs()
+    bad = [a + 1 for a in ref]
+    v = compare(case, "vllm-v1", TOL, ("max_abs",), ref, bad, tuple("abcd"))
+    assert v.status == "xfail" and "expected divergence: known" in v.reason and v.ok
+    v = compare(case, "vllm-v1", TOL, ("max_abs",), ref, [a.copy() for a in ref], tuple("abcd"))
+    assert v.status == "xpass" and not v.ok and "remove the mark" in v.reason
+    # the mark only applies to the runners it names
+    assert compare(case, "vllm-v2", TOL, ("max_abs",), ref, bad, tuple("abcd")).status == "fail"
+
+
+def test_nan_metric_never_passes():
+    from harness.compare import Metric
+    assert not Metric("max_abs", float("nan"), 1.0).ok
+    assert Metric("max_abs", 0.5, None).ok

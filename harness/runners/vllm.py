@@ -74,9 +74,20 @@ class VllmRunner:
 
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
         assert self.llm is not None, "run before load"
+        items = list(items)
         if task == "embed":
-            outs = self.llm.embed(list(items), use_tqdm=False)
+            outs = self.llm.embed(items, use_tqdm=False)
             return [np.asarray(o.outputs.embedding, dtype=np.float32) for o in outs]
+        if task == "classify":
+            outs = self.llm.classify(items, use_tqdm=False)
+            return [np.asarray(o.outputs.probs, dtype=np.float32) for o in outs]
+        if task == "score":
+            queries, docs = [q for q, _ in items], [d for _, d in items]
+            outs = self.llm.score(queries, docs, use_tqdm=False)
+            return [np.asarray([o.outputs.score], dtype=np.float32) for o in outs]
+        if task in ("token_classify", "token_embed"):
+            outs = self.llm.encode(items, pooling_task=task, use_tqdm=False)
+            return [_to_numpy(o.outputs.data) for o in outs]
         raise ValueError(f"the vllm runner does not implement task {task!r} yet")
 
     def unload(self) -> None:
@@ -88,3 +99,9 @@ class VllmRunner:
             pass
         self.llm = None
         gc.collect()
+
+
+def _to_numpy(data) -> np.ndarray:
+    if hasattr(data, "detach"):
+        return data.detach().float().cpu().numpy().astype(np.float32)
+    return np.asarray(data, dtype=np.float32)

@@ -6,6 +6,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 DATA = Path(__file__).parent / "data"
@@ -15,21 +17,38 @@ def parity(*args, cwd=ROOT):
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
-def test_cls_pooling_instead_of_mean_fails_naming_case_and_metric(tmp_path):
-    proc = parity("run", "--matrix", str(DATA / "fault-cls-pooling.yaml"), "--out", str(tmp_path))
+@pytest.fixture(scope="module")
+def fault_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("faults")
+    proc = parity("run", "--matrix", str(DATA / "faults.yaml"), "--out", str(out))
+    return proc, out, json.loads((out / "report.json").read_text())
+
+
+@pytest.mark.parametrize("case_id, metric", [
+    ("embed-cls-pooling-fault", "cosine_distance"),
+    ("embed-no-normalize-fault", "max_abs"),
+    ("classify-no-softmax-fault", "max_abs"),
+    ("score-no-sigmoid-fault", "max_abs"),
+    ("token-classify-no-softmax-fault", "max_abs"),
+])
+def test_real_faults_fail_naming_case_and_metric(fault_run, case_id, metric):
+    proc, out, report = fault_run
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    report = json.loads((tmp_path / "report.json").read_text())
-    (res,) = report["results"]
-    assert res["case_id"] == "bert-tiny-mean-embed-cls-fault" and res["status"] == "fail"
-    assert res["actual_runner"] == "v1"
-    assert "cosine_distance" in res["reason"] and "> 1e-06" in res["reason"]
+    (res,) = [r for r in report["results"] if r["case_id"] == case_id]
+    assert res["status"] == "fail" and res["actual_runner"] == "v1", res
+    assert metric in res["reason"]
     failed = {m["name"]: m for m in res["metrics"] if not m["ok"]}
-    assert failed["cosine_distance"]["value"] > 1e-3  # a real, large difference
-    md = (tmp_path / "report.md").read_text()
-    assert "bert-tiny-mean-embed-cls-fault" in md and "**fail**" in md and "cosine_distance" in md
-    junit = ET.parse(tmp_path / "junit.xml").getroot()
-    assert junit.find(".//testcase/failure") is not None
-    assert "bert-tiny-mean-embed-cls-fault" in proc.stdout
+    assert failed[metric]["value"] > 100 * failed[metric]["bound"]  # a real, large difference
+    assert f"FAIL {case_id} on vLLM V1" in proc.stdout  # the log line names case and reason
+    assert metric in proc.stdout.split(f"FAIL {case_id}", 1)[1].splitlines()[0]
+
+
+def test_fault_run_writes_every_report(fault_run):
+    proc, out, report = fault_run
+    md = (out / "report.md").read_text()
+    assert md.startswith("## ❌ parity FAILED") and "**fail**" in md
+    junit = ET.parse(out / "junit.xml").getroot()
+    assert len(junit.findall(".//testcase/failure")) == len(report["results"]) == 5
 
 
 def test_malformed_matrix_exits_2_with_location(tmp_path):

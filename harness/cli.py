@@ -75,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         report = run_cases(matrix, cases, run_dir, platform, runners=args.runners, dtype=args.dtype,
                            jobs=args.jobs, timeouts=Timeouts(case=args.case_timeout, load=args.load_timeout),
-                           progress=progress)
+                           progress=progress, against=args.against, golden_dir=Path(args.golden_dir))
     paths = write_all(report, run_dir)
     print_table(report)
     err.print(f"report: {paths['json']} · {paths['markdown']} · {paths['junit']}")
@@ -83,6 +83,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         Path(args.junit).write_text(paths["junit"].read_text())
     if args.markdown:
         Path(args.markdown).write_text(paths["markdown"].read_text())
+    return report.exit_code()
+
+
+def cmd_golden(args: argparse.Namespace) -> int:
+    from harness.session import golden_session
+
+    matrix = load_matrix(args.matrix)
+    cases = filter_cases(matrix, args.cases)
+    platform = Platform(args.device or detect_device())
+    run_dir = Path(args.out or f"runs/golden-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
+    report = golden_session(matrix, cases, run_dir, platform, Path(args.golden_dir), args.mode)
+    paths = write_all(report, run_dir)
+    print_table(report)
+    err.print(f"report: {paths['json']}")
     return report.exit_code()
 
 
@@ -131,9 +145,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", "-j", type=int, help="runner workers in parallel (default: min(runners, cores))")
     run.add_argument("--case-timeout", type=float, default=600.0, help="seconds per case (default 600)")
     run.add_argument("--load-timeout", type=float, default=600.0, help="seconds per model load (default 600)")
+    run.add_argument("--against", choices=("hf", "golden"), default="hf",
+                     help="reference: run HF live (default) or read golden/ (starts no HF process)")
+    run.add_argument("--golden-dir", default="golden", help="golden folder (default golden/)")
     run.add_argument("--junit", help="also copy the JUnit XML here")
     run.add_argument("--markdown", help="also copy the Markdown summary here")
     run.set_defaults(func=cmd_run)
+    gold = sub.add_parser("golden", help="record | verify | update HF goldens (golden/<case>/)")
+    gold.add_argument("mode", choices=("record", "verify", "update"))
+    _add_selection(gold)
+    gold.add_argument("--golden-dir", default="golden", help="golden folder (default golden/)")
+    gold.add_argument("--out", "-o", help="run folder (default runs/golden-<timestamp>)")
+    gold.add_argument("--device", choices=("cpu", "cuda"))
+    gold.set_defaults(func=cmd_golden)
     models = sub.add_parser("models", help="resolve (and build) every case's model; print fingerprints")
     _add_selection(models)
     models.set_defaults(func=cmd_models)

@@ -114,6 +114,10 @@ def degenerate_reference(ref: list[np.ndarray]) -> str | None:
     summaries = [(_f64(a).mean(axis=0) if a.ndim >= 2 else _f64(a)).reshape(-1) for a in ref]
     if len({s.shape for s in summaries}) > 1:
         return None
+    distinct = len({np.round(s, 6).tobytes() for s in summaries})
+    if distinct < max(2, len(summaries) // 2):
+        return (f"reference gives only {distinct} distinct outputs for {len(summaries)} distinct inputs; "
+                f"the model or tokenizer is degenerate (e.g. every word is [UNK]) and a comparison proves little")
     stack = np.stack(summaries)
     spread = float((stack.max(0) - stack.min(0)).max())
     scale = max(float(np.abs(stack).mean()), 1e-12)

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import __version__
+from harness import __version__, golden
 from harness.compare import Verdict, compare
 from harness.execute import Executor, Progress, RunOutcome, Timeouts
 from harness.inputs import input_set
@@ -71,7 +71,7 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
         model_info["hub_id"] = case.hub_id
         inputs = input_set(case.inputs)
         ref = outcomes.get((case.id, REFERENCE_RUNNER))
-        if REFERENCE_RUNNER in plan.runners_of(case):
+        if ref is not None or REFERENCE_RUNNER in plan.runners_of(case):
             references.append(ReferenceResult(
                 case_id=case.id, status=ref.status if ref else "error",
                 reason=(ref.reason if ref else "not run"), info=ref.info if ref else {},
@@ -100,11 +100,35 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
     )
 
 
+def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], RunOutcome]:
+    """The reference outcome of each case, read from its golden instead of running HF."""
+    out: dict[tuple[str, str], RunOutcome] = {}
+    for case in plan.cases:
+        model = plan.models[case.id]
+        if isinstance(model, ModelProblem):
+            continue
+        try:
+            g = golden.read(golden_dir, case.id)
+            golden.check_matches(g, case.id, model.fingerprint, input_set(case.inputs).sha256)
+        except golden.GoldenError as e:
+            out[(case.id, REFERENCE_RUNNER)] = RunOutcome(case.id, REFERENCE_RUNNER, "error", f"golden {e.kind}: {e}")
+            continue
+        info = {"golden": str(g.arrays_path), "recorded": g.manifest.get("recorded"),
+                "versions": g.manifest.get("versions", {}), "device": g.manifest.get("device")}
+        out[(case.id, REFERENCE_RUNNER)] = RunOutcome(case.id, REFERENCE_RUNNER, "ok", output=str(g.arrays_path), info=info)
+    return out
+
+
 def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platform,
               runners: list[str] | None = None, dtype: str | None = None, jobs: int | None = None,
-              timeouts: Timeouts | None = None, progress: Progress | None = None) -> Report:
+              timeouts: Timeouts | None = None, progress: Progress | None = None,
+              against: str = "hf", golden_dir: Path | None = None) -> Report:
+    """Run cases on their runners and compare each to the reference: HF live, or its golden."""
+    if against not in ("hf", "golden"):
+        raise ValueError(f"against must be 'hf' or 'golden', got {against!r}")
     started, t0 = _now(), time.perf_counter()
-    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners, dtype=dtype)
+    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners, dtype=dtype,
+                      with_reference=against == "hf")
     executor = Executor(plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress)
     partial = ""
     try:
@@ -112,4 +136,74 @@ def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platfo
     except KeyboardInterrupt:
         outcomes = executor.outcomes
         partial = "interrupted (Ctrl-C): cases not reached are reported as errors"
+    if against == "golden":
+        outcomes = {**outcomes, **golden_references(plan, Path(golden_dir or "golden"))}
     return build_report(matrix, plan, outcomes, started, time.perf_counter() - t0, partial)
+
+
+def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platform, golden_dir: Path,
+                   mode: str, progress: Progress | None = None, timeouts: Timeouts | None = None) -> Report:
+    """record | verify | update the goldens of `cases` from a fresh HF run.
+
+    Like pytest-regressions: a missing golden is written and the case FAILS (record), or just
+    fails (verify); a mismatch writes `reference.obtained` beside it and fails; `update` rewrites
+    on purpose. A golden made from other weights or inputs is refused unless updating."""
+    if mode not in ("record", "verify", "update"):
+        raise ValueError(f"mode must be record, verify or update, got {mode!r}")
+    started, t0 = _now(), time.perf_counter()
+    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER])
+    executor = Executor(plan, run_dir, timeouts=timeouts, progress=progress)
+    partial = ""
+    try:
+        outcomes = executor.run()
+    except KeyboardInterrupt:
+        outcomes, partial = executor.outcomes, "interrupted (Ctrl-C)"
+    results = []
+    for case in plan.cases:
+        ref = outcomes.get((case.id, REFERENCE_RUNNER))
+        model = plan.models[case.id]
+        v, metrics = _golden_verdict(case, plan, ref, model, golden_dir, mode)
+        results.append(Result(
+            case_id=case.id, family=case.family, task=case.task, runner=REFERENCE_RUNNER,
+            runner_label=f"hf vs golden ({mode})", status=v.status, reason=v.reason, metrics=metrics,
+            where=case.where, dtype=plan.dtypes[case.id], device=platform.device,
+            info=ref.info if ref else {}, run_seconds=ref.run_seconds if ref else None,
+            model={"fingerprint": getattr(model, "fingerprint", None), "hub_id": case.hub_id},
+        ))
+    return Report(
+        harness_version=__version__, git_commit=_git_commit(), command=list(sys.argv), matrix=matrix.path,
+        matrix_sha256=hashlib.sha256(Path(matrix.path).read_bytes()).hexdigest(), device=platform.device,
+        started=started, finished=_now(), wall_seconds=time.perf_counter() - t0, partial=bool(partial),
+        partial_reason=partial, results=results,
+    )
+
+
+def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golden_dir: Path, mode: str):
+    if ref is None or ref.status != "ok":
+        return Verdict(ref.status if ref else "error", ref.reason if ref else "reference not run"), []
+    items, _ = load_items(Path(ref.output))  # type: ignore[arg-type]
+    inputs = input_set(case.inputs)
+    dtype = plan.dtypes[case.id]
+
+    def record() -> Path:
+        return golden.write(golden_dir, case.id, items, task=case.task, fingerprint=model.fingerprint,
+                            inputs={"name": inputs.name, "version": inputs.version, "sha256": inputs.sha256,
+                                    "count": len(inputs.items)},
+                            dtype=dtype, device=plan.platform.device, versions=ref.info.get("versions", {}),
+                            model=model.description)
+
+    if mode == "update":
+        return Verdict("pass", f"golden updated: {record()}"), []
+    try:
+        g = golden.read(golden_dir, case.id)
+        golden.check_matches(g, case.id, model.fingerprint, inputs.sha256)
+    except golden.GoldenError as e:
+        if e.kind == "missing" and mode == "record":
+            return Verdict("fail", f"golden was missing; recorded now at {record()}: review and commit it"), []
+        return Verdict("error" if e.kind != "missing" else "fail", f"golden {e.kind}: {e}"), []
+    v = compare(case, REFERENCE_RUNNER, case.tolerance(dtype), task_kind(case.task).metrics, g.items, items, inputs.items)
+    metrics = [MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics]
+    if v.status != "pass":
+        obtained = golden.write_obtained(golden_dir, case.id, items)
+        return Verdict(v.status, f"HF differs from its golden: {v.reason}; obtained written to {obtained}"), metrics
+    return v, metrics

@@ -25,7 +25,7 @@ from harness.matrix import SyntheticModel
 from harness.models import cache_root, fingerprint
 
 # bump when a builder's output changes for the same spec
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 DATA = Path(__file__).parent / "data"
 
 
@@ -53,12 +53,14 @@ def _wordpiece_tokenizer(out: Path, config: dict) -> None:
     from transformers import BertTokenizerFast
 
     vocab = _bert_vocab()
-    vocab_file = out / "vocab.txt"
-    vocab_file.write_text("\n".join(vocab) + "\n")
+    # a dict vocab: transformers 5 reads `vocab=`, and silently ignores a `vocab_file=` keyword
     tok = BertTokenizerFast(
-        vocab_file=str(vocab_file), do_lower_case=True,
+        vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True,
         model_max_length=config["max_position_embeddings"],
     )
+    probe = tok.tokenize("the cat sat")
+    if "[UNK]" in probe:  # guard: a tokenizer that maps words to [UNK] makes every case weak
+        raise RuntimeError(f"synthetic WordPiece tokenizer maps plain words to [UNK]: {probe}")
     tok.save_pretrained(out)
 
 

@@ -57,3 +57,19 @@ def test_malformed_matrix_exits_2_with_location(tmp_path):
     proc = parity("run", "--matrix", str(bad), "--out", str(tmp_path / "run"))
     assert proc.returncode == 2
     assert f"{bad}:3" in proc.stderr and "unknown family 'nope'" in proc.stderr
+
+
+def test_golden_backed_run_starts_no_hf_process(tmp_path):
+    proc = parity("run", "--matrix", "matrices/ci.yaml", "--against", "golden", "--runners", "vllm-v1",
+                  "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not (tmp_path / "logs" / "hf.log").exists()
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["results"] and all(r["status"] == "pass" for r in report["results"])
+    assert all(ref["info"]["golden"].startswith(str(ROOT / "golden")) or "golden/" in ref["info"]["golden"]
+               for ref in report["references"])
+
+
+def test_golden_verify_passes_on_committed_goldens(tmp_path):
+    proc = parity("golden", "verify", "--matrix", "matrices/ci.yaml", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -91,3 +91,9 @@ def test_nan_metric_never_passes():
     from harness.compare import Metric
     assert not Metric("max_abs", float("nan"), 1.0).ok
     assert Metric("max_abs", 0.5, None).ok
+
+
+def test_reference_with_many_identical_outputs_is_degenerate():
+    # e.g. a tokenizer mapping every word to [UNK]: outputs vary only with length
+    a, b = vecs(2)
+    assert "only 2 distinct outputs for 6" in degenerate_reference([a, a, a, b, b, b])

@@ -1,0 +1,111 @@
+import json
+import os
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from harness import golden
+from harness.golden import GoldenError
+
+
+def _items(seed=0, n=4):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=6).astype(np.float32) for _ in range(n)]
+
+
+def _write(root, items, fp="f" * 64, inputs_sha="i" * 64):
+    return golden.write(root, "case-a", items, task="embed", fingerprint=fp,
+                        inputs={"name": "short-texts", "sha256": inputs_sha}, dtype="float32",
+                        device="cpu", versions={"torch": "x"}, model="synthetic")
+
+
+def test_round_trip_with_readable_manifest(tmp_path):
+    items = _items()
+    d = _write(tmp_path, items)
+    g = golden.read(tmp_path, "case-a")
+    assert all(np.array_equal(a, b) for a, b in zip(items, g.items))
+    m = json.loads((d / "manifest.json").read_text())
+    assert m["model_fingerprint"] == "f" * 64 and m["task"] == "embed" and m["versions"] == {"torch": "x"}
+    assert m["items"][0]["shape"] == [6] and m["items"][0]["mean"] == pytest.approx(float(items[0].mean()), rel=1e-6)
+    golden.check_matches(g, "case-a", "f" * 64, "i" * 64)
+
+
+def test_missing_golden_says_how_to_record(tmp_path):
+    with pytest.raises(GoldenError, match=r"parity golden record -k case-x") as e:
+        golden.read(tmp_path, "case-x")
+    assert e.value.kind == "missing"
+
+
+def test_golden_from_other_weights_or_inputs_is_refused(tmp_path):
+    _write(tmp_path, _items())
+    g = golden.read(tmp_path, "case-a")
+    with pytest.raises(GoldenError, match=r"other weights or inputs \(model fingerprint ffffffffffff != case's 000000000000\).*parity golden update -k case-a") as e:
+        golden.check_matches(g, "case-a", "0" * 64, "i" * 64)
+    assert e.value.kind == "mismatch"
+    with pytest.raises(GoldenError, match=r"input hash iiiiiiiiiiii != case's jjjjjjjjjjjj"):
+        golden.check_matches(g, "case-a", "f" * 64, "j" * 64)
+
+
+def test_truncated_or_edited_arrays_are_corrupt_not_compared(tmp_path):
+    _write(tmp_path, _items())
+    g = golden.read(tmp_path, "case-a")
+    data = g.arrays_path.read_bytes()
+    g.arrays_path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(GoldenError, match="do not match the manifest's sha256") as e:
+        golden.read(tmp_path, "case-a")
+    assert e.value.kind == "corrupt"
+    (tmp_path / "case-a" / "manifest.json").write_text("{not json")
+    with pytest.raises(GoldenError, match="not valid JSON"):
+        golden.read(tmp_path, "case-a")
+
+
+def test_tampered_value_with_consistent_hash_fails_the_comparison(tmp_path):
+    """Someone edits a number and the hash: the values themselves must then fail."""
+    from harness.compare import compare
+    from tests.unit.test_compare import TOL, make_case
+
+    items = _items()
+    _write(tmp_path, items)
+    g = golden.read(tmp_path, "case-a")
+    tampered = [a.copy() for a in g.items]
+    tampered[2][3] += 1e-3
+    save_file({f"item.{i:05d}": a for i, a in enumerate(tampered)}, str(g.arrays_path))
+    manifest = json.loads((tmp_path / "case-a" / "manifest.json").read_text())
+    manifest["arrays_sha256"] = golden._sha256(g.arrays_path)
+    (tmp_path / "case-a" / "manifest.json").write_text(json.dumps(manifest))
+    g2 = golden.read(tmp_path, "case-a")
+    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), g2.items, items, tuple("abcd"))
+    assert v.status == "fail" and "max_abs 0.001 > 1e-05" in v.reason
+
+
+def test_killed_update_leaves_the_old_golden(tmp_path, monkeypatch):
+    old = _items(0)
+    _write(tmp_path, old)
+    real_replace = os.replace
+
+    def die_on_manifest(src, dst):
+        if str(dst).endswith("manifest.json"):
+            raise KeyboardInterrupt  # the process is killed between the arrays and the manifest
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(golden.os, "replace", die_on_manifest)
+    with pytest.raises(KeyboardInterrupt):
+        _write(tmp_path, _items(1))
+    monkeypatch.undo()
+    g = golden.read(tmp_path, "case-a")
+    assert all(np.array_equal(a, b) for a, b in zip(old, g.items))
+    # and a later update completes and removes the old arrays
+    _write(tmp_path, _items(1))
+    assert len(list((tmp_path / "case-a").glob("reference-*.safetensors"))) == 1
+    g = golden.read(tmp_path, "case-a")
+    assert np.array_equal(g.items[0], _items(1)[0])
+
+
+def test_committed_goldens_cover_the_default_matrix():
+    from harness.matrix import load_matrix
+    from tests.conftest import ROOT
+
+    for case in load_matrix(ROOT / "matrices" / "pooling.yaml").cases:
+        g = golden.read(ROOT / "golden", case.id)
+        assert g.manifest["case_id"] == case.id and g.manifest["task"] == case.task

@@ -64,7 +64,78 @@ def _wordpiece_tokenizer(out: Path, config: dict) -> None:
     tok.save_pretrained(out)
 
 
+_QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<extra_0>"]
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """The GPT-2 / Qwen byte-to-unicode table of byte-level BPE."""
+    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def _qwen_vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Byte-level BPE without training: a merge chain per word (space-prefixed forms first)."""
+    b2u = _bytes_to_unicode()
+    vocab = {b2u[b]: b for b in range(256)}
+    merges: list[tuple[str, str]] = []
+    words: list[str] = []
+    for w in (DATA / "words.txt").read_text().split():
+        for form in (w, w.capitalize()):
+            if form not in words:
+                words.append(form)
+    for form in ["\u0120" + w for w in words] + words:
+        cur = form[0]
+        for ch in form[1:]:
+            nxt = cur + ch
+            if nxt not in vocab:
+                vocab[nxt] = len(vocab)
+                merges.append((cur, ch))
+            cur = nxt
+    for tok in _QWEN_SPECIALS:
+        vocab[tok] = len(vocab)
+    return vocab, merges
+
+
+_QWEN_VOCAB_SIZE = len(_qwen_vocab_and_merges()[0])
+_QWEN_PAD = _qwen_vocab_and_merges()[0]["<|endoftext|>"]
+
+
+def _qwen_tokenizer(out: Path, config: dict) -> None:
+    """Like real Qwen tokenizers: no EOS appended, <|endoftext|> is pad and eos."""
+    from transformers import Qwen2Tokenizer
+
+    vocab, merges = _qwen_vocab_and_merges()
+    tok = Qwen2Tokenizer(
+        vocab=vocab, merges=merges, unk_token=None, bos_token=None,
+        eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+        model_max_length=config["max_position_embeddings"],
+        additional_special_tokens=_QWEN_SPECIALS[1:],
+    )
+    tok.save_pretrained(out)
+
+
+_QWEN_BASE = dict(
+    vocab_size=_QWEN_VOCAB_SIZE, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+    num_key_value_heads=1, intermediate_size=128, max_position_embeddings=512,
+    initializer_range=0.2, rms_norm_eps=1e-6, tie_word_embeddings=False,
+    pad_token_id=_QWEN_PAD, eos_token_id=_QWEN_PAD, bos_token_id=None,
+)
+
 ARCHS: dict[str, ArchFamily] = {
+    "qwen2": ArchFamily(
+        model_type="qwen2", config=_QWEN_BASE, tokenizer=_qwen_tokenizer,
+        archs=("Qwen2Model", "Qwen2ForSequenceClassification"),
+    ),
+    "qwen3": ArchFamily(
+        model_type="qwen3", config=dict(_QWEN_BASE, head_dim=32), tokenizer=_qwen_tokenizer,
+        archs=("Qwen3Model", "Qwen3ForSequenceClassification"),
+    ),
     "bert": ArchFamily(
         model_type="bert",
         config=dict(

@@ -95,6 +95,10 @@ def structural_problem(ref: list[np.ndarray], got: list[np.ndarray], n_inputs: i
     if len(got) != n_inputs:
         return f"wrong count: {len(got)} outputs for {n_inputs} inputs"
     for i, (r, g) in enumerate(zip(ref, got)):
+        if r.size == 0 or g.size == 0:
+            who = "reference" if r.size == 0 else "runner"
+            return (f"empty {who} output at item {i} (shape {list((r if r.size == 0 else g).shape)}); "
+                    f"for a PRM this means no step tag was found: check step_tag_id")
         if r.shape != g.shape:
             return f"shape mismatch at item {i}: reference {list(r.shape)}, runner {list(g.shape)}"
     for label, arrays in (("runner", got), ("reference", ref)):
@@ -151,6 +155,7 @@ def _apply_divergence(case: Case, runner: str, verdict: Verdict) -> Verdict:
     if div is None or runner not in div.runners or verdict.status not in ("pass", "fail"):
         return verdict
     if verdict.status == "fail":
-        return Verdict("xfail", f"expected divergence: {div.reason} (now: {verdict.reason})", verdict.metrics)
+        recorded = f"; recorded: {div.measured}" if div.measured else ""
+        return Verdict("xfail", f"expected divergence: {div.reason} (now: {verdict.reason}{recorded})", verdict.metrics)
     return Verdict("xpass", f"case is marked as diverging ({div.reason}) but now passes: remove the mark",
                    verdict.metrics)

@@ -68,10 +68,17 @@ def _query_document_pairs() -> tuple[Item, ...]:
     return tuple(pairs)
 
 
+def _math_steps() -> tuple[Item, ...]:
+    # Qwen2.5-Math-PRM format: each step ends with the step tag <extra_0>
+    lines = [ln for ln in (DATA / "math_steps.txt").read_text().splitlines() if ln.strip()]
+    return tuple("".join(step.strip() + "<extra_0>" for step in ln.split("|")) for ln in lines)
+
+
 _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "short-texts": (1, _short_texts),
     "long-texts": (1, _long_texts),
     "query-document-pairs": (1, _query_document_pairs),
+    "math-steps": (1, _math_steps),
 }
 INPUT_SET_NAMES = tuple(sorted(_SETS))
 

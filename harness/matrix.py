@@ -49,6 +49,8 @@ class SyntheticModel(_Strict):
     # sentence-transformers modules saved beside the weights (pooling + normalize)
     pooling: Literal["mean", "cls", "lasttoken"] | None = None
     normalize: bool = False
+    # tokenizer variations, e.g. {append_eos: true} to reproduce the EOS == pad divergence
+    tokenizer: dict[str, Any] = Field(default_factory=dict)
 
 
 class PackageModel(_Strict):

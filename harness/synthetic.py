@@ -33,7 +33,7 @@ DATA = Path(__file__).parent / "data"
 class ArchFamily:
     model_type: str
     config: dict  # tiny defaults; a spec's `config:` overrides them
-    tokenizer: Callable[[Path, dict], None]
+    tokenizer: Callable[..., None]  # (out_dir, config, **spec.tokenizer options)
     archs: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -49,7 +49,9 @@ def _bert_vocab() -> list[str]:
     return specials + letters + digits + punct + ["##" + c for c in letters + digits] + words
 
 
-def _wordpiece_tokenizer(out: Path, config: dict) -> None:
+def _wordpiece_tokenizer(out: Path, config: dict, **options) -> None:
+    if options:
+        raise ValueError(f"the WordPiece tokenizer takes no options, got {sorted(options)}")
     from transformers import BertTokenizerFast
 
     vocab = _bert_vocab()
@@ -106,8 +108,12 @@ _QWEN_VOCAB_SIZE = len(_qwen_vocab_and_merges()[0])
 _QWEN_PAD = _qwen_vocab_and_merges()[0]["<|endoftext|>"]
 
 
-def _qwen_tokenizer(out: Path, config: dict) -> None:
-    """Like real Qwen tokenizers: no EOS appended, <|endoftext|> is pad and eos."""
+def _qwen_tokenizer(out: Path, config: dict, append_eos: bool = False) -> None:
+    """Like real Qwen tokenizers: no EOS appended, <|endoftext|> is pad and eos.
+
+    `append_eos=True` appends <|endoftext|> to every input: only to reproduce the divergence where
+    HF pools the last non-pad token and vLLM the literal last token."""
+    from tokenizers import processors
     from transformers import Qwen2Tokenizer
 
     vocab, merges = _qwen_vocab_and_merges()
@@ -117,6 +123,10 @@ def _qwen_tokenizer(out: Path, config: dict) -> None:
         model_max_length=config["max_position_embeddings"],
         additional_special_tokens=_QWEN_SPECIALS[1:],
     )
+    if append_eos:
+        eos = _QWEN_SPECIALS[0]
+        tok._tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"$A:0 {eos}:0", pair=f"$A:0 $B:1 {eos}:1", special_tokens=[(eos, vocab[eos])])
     tok.save_pretrained(out)
 
 
@@ -130,7 +140,8 @@ _QWEN_BASE = dict(
 ARCHS: dict[str, ArchFamily] = {
     "qwen2": ArchFamily(
         model_type="qwen2", config=_QWEN_BASE, tokenizer=_qwen_tokenizer,
-        archs=("Qwen2Model", "Qwen2ForSequenceClassification"),
+        archs=("Qwen2Model", "Qwen2ForSequenceClassification", "Qwen2ForRewardModel",
+               "Qwen2ForProcessRewardModel"),
     ),
     "qwen3": ArchFamily(
         model_type="qwen3", config=dict(_QWEN_BASE, head_dim=32), tokenizer=_qwen_tokenizer,
@@ -180,13 +191,19 @@ def build(spec: SyntheticModel, target: Path) -> str:
     import torch
     import transformers
 
+    from harness.refmodels import REFERENCE_ARCHS
+
     fam = family_of(spec.arch)
     cfg = {**fam.config, **spec.config}
     config = transformers.AutoConfig.for_model(fam.model_type, **cfg)
     config.architectures = [spec.arch]
-    model_cls = getattr(transformers, spec.arch)
     torch.manual_seed(0)  # irrelevant to the result: every parameter is overwritten below
-    model = model_cls(config).eval()
+    if spec.arch in REFERENCE_ARCHS:
+        ref_cls, num_labels = REFERENCE_ARCHS[spec.arch]
+        config.num_labels = num_labels
+        model = ref_cls(config).eval()
+    else:
+        model = getattr(transformers, spec.arch)(config).eval()
     std = float(cfg.get("initializer_range", 0.2))
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -194,8 +211,15 @@ def build(spec: SyntheticModel, target: Path) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        fam.tokenizer(tmp, cfg)
+        if isinstance(model, transformers.PreTrainedModel):
+            model.save_pretrained(tmp, safe_serialization=True)
+        else:  # a harness reference architecture: plain safetensors + config
+            from safetensors.torch import save_file
+
+            save_file({k: v.contiguous() for k, v in model.state_dict().items()},
+                      str(tmp / "model.safetensors"), metadata={"format": "pt"})
+            config.save_pretrained(tmp)
+        fam.tokenizer(tmp, cfg, **spec.tokenizer)
         if spec.pooling:
             _write_sentence_transformers(tmp, spec, config.hidden_size, cfg.get("max_position_embeddings", 512))
         fp = fingerprint(tmp)

@@ -20,6 +20,8 @@ DEFAULT_RECIPE = {
     "classify": "hf-sequence-classification",
     "score": "st-cross-encoder",
     "token_classify": "hf-token-classification",
+    "reward": "reference-token-reward",
+    "step_reward": "reference-step-reward",
 }
 
 
@@ -172,3 +174,39 @@ def _token_classify(runner: HFRunner, items: list, options: dict) -> list[np.nda
 
     model = runner.auto_model("AutoModelForTokenClassification")
     return _per_item(runner, items, lambda enc: torch.softmax(model(**enc).logits[0], dim=-1))
+
+
+def _reference_model(runner: HFRunner):
+    """A harness.refmodels architecture (transformers lacks it), loaded from the checkpoint."""
+    import json
+    from pathlib import Path
+
+    from harness.refmodels import load_reference
+
+    assert runner.req is not None
+    arch = json.loads((Path(runner.req.model_dir) / "config.json").read_text())["architectures"][0]
+    return runner.loaded("reference", lambda: load_reference(runner.req.model_dir, arch, _torch_dtype(runner.req.dtype)))
+
+
+@recipe("reference-token-reward")
+def _token_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """Outcome reward model: the head's raw output at every token, [tokens, 1] (vLLM's default)."""
+    model = _reference_model(runner)
+    return _per_item(runner, items, lambda enc: model(enc["input_ids"], enc.get("attention_mask"))[0])
+
+
+@recipe("reference-step-reward")
+def _step_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """Process reward model: softmax of the head at the step-tag tokens only, [steps, 2]."""
+    import torch
+
+    model = _reference_model(runner)
+    tag = options.get("step_tag")
+    if not tag:
+        raise ValueError("the step-reward recipe needs `hf: {step_tag: <token>}` in the matrix case")
+    tag_id = runner.tokenizer().convert_tokens_to_ids(tag)
+
+    def forward(enc):
+        logits = model(enc["input_ids"], enc.get("attention_mask"))[0]
+        return torch.softmax(logits[enc["input_ids"][0] == tag_id], dim=-1)
+    return _per_item(runner, items, forward)

@@ -85,8 +85,10 @@ class VllmRunner:
             queries, docs = [q for q, _ in items], [d for _, d in items]
             outs = self.llm.score(queries, docs, use_tqdm=False)
             return [np.asarray([o.outputs.score], dtype=np.float32) for o in outs]
-        if task in ("token_classify", "token_embed"):
-            outs = self.llm.encode(items, pooling_task=task, use_tqdm=False)
+        if task in ("token_classify", "token_embed", "reward", "step_reward"):
+            # vLLM has no `reward` task: reward models and PRMs are served as token_classify
+            pooling_task = "token_classify" if task in ("reward", "step_reward") else task
+            outs = self.llm.encode(items, pooling_task=pooling_task, use_tqdm=False)
             return [_to_numpy(o.outputs.data) for o in outs]
         raise ValueError(f"the vllm runner does not implement task {task!r} yet")
 

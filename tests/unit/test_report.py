@@ -39,3 +39,10 @@ def test_markdown_lists_failures_first_with_metric_and_bound():
     assert "max_abs 3.00e-01 > 1.00e-05" in rows[0]
     assert "interpreted Triton kernels" in rows[1]
     assert md.startswith("## ❌ parity FAILED")
+
+
+def test_expected_divergences_are_listed_apart_with_numbers():
+    md = to_markdown(_report("pass", "xfail"))
+    table, apart = md.split("### Expected divergences", 1)
+    assert "case-1" not in table and "case-1" in apart and "3.00e-01" in apart
+    assert md.startswith("## ✅ parity passed")

@@ -47,6 +47,15 @@ def print_table(report: Report, console: Console = out) -> None:
         if r.status in ("fail", "error", "xpass"):
             console.print(f"[bold red]{r.status.upper()}[/] {r.case_id} on {r.runner_label} ({r.where}): {r.reason}",
                           highlight=False, soft_wrap=True)
+    if report.audit:
+        a = Table(title="default-runner audit (vllm-auto)")
+        for col in ("family", "case", "expected", "actual", "why"):
+            a.add_column(col, overflow="fold")
+        for row in sorted(report.audit, key=lambda r: (r.family, r.case_id)):
+            style = "" if row.ok else "bold red"
+            a.add_row(row.family, row.case_id, (row.expected or "-").upper(),
+                      f"[{style}]{(row.actual or '-').upper()}[/]" if style else (row.actual or "-").upper(), row.why)
+        console.print(a)
     c = report.counts()
     summary = ", ".join(f"{c[k]} {k}" for k in ORDER if c.get(k))
     verdict = "[green]PASSED[/]" if report.ok else "[bold red]FAILED[/]"

@@ -137,22 +137,31 @@ def compare(case: Case, runner: str, tolerance: Tolerance, metric_names: tuple[s
     if problem is None:
         problem = degenerate_reference(ref)
         if problem is not None:
-            return _apply_divergence(case, runner, Verdict("error", problem))
+            return apply_divergence(case, runner, Verdict("error", problem))
     if problem is not None:
-        return _apply_divergence(case, runner, Verdict("fail", problem))
+        return apply_divergence(case, runner, Verdict("fail", problem))
     bounds = tolerance.bounds()
     metrics = [Metric(m, METRICS[m](ref, got, items), bounds.get(m)) for m in metric_names]
     metrics += [Metric(m, METRICS[m](ref, got, items), b) for m, b in bounds.items() if m not in metric_names]
     failed = [m for m in metrics if not m.ok]
     if failed:
         reason = "; ".join(f"{m.name} {m.value:.3g} > {m.bound:.3g}" for m in failed)
-        return _apply_divergence(case, runner, Verdict("fail", reason, metrics))
-    return _apply_divergence(case, runner, Verdict("pass", "", metrics))
+        return apply_divergence(case, runner, Verdict("fail", reason, metrics))
+    return apply_divergence(case, runner, Verdict("pass", "", metrics))
 
 
-def _apply_divergence(case: Case, runner: str, verdict: Verdict) -> Verdict:
+def apply_divergence(case: Case, runner: str, verdict: Verdict) -> Verdict:
     div = case.divergence
-    if div is None or runner not in div.runners or verdict.status not in ("pass", "fail"):
+    if div is None or runner not in div.runners:
+        return verdict
+    if div.error_match is not None:  # a runner known to raise
+        if verdict.status == "error" and div.error_match in verdict.reason:
+            return Verdict("xfail", f"expected divergence: {div.reason} (now: {verdict.reason})", verdict.metrics)
+        if verdict.status == "pass":
+            return Verdict("xpass", f"case is marked as raising ({div.reason}) but now passes: remove the mark",
+                           verdict.metrics)
+        return verdict
+    if verdict.status not in ("pass", "fail"):
         return verdict
     if verdict.status == "fail":
         recorded = f"; recorded: {div.measured}" if div.measured else ""

@@ -100,6 +100,8 @@ class Divergence(_Strict):
     runners: list[RunnerName]
     reason: str
     measured: str = ""
+    # the runner is known to raise: an error whose message contains this is the divergence
+    error_match: str | None = None
 
 
 class Case(_Strict):
@@ -116,6 +118,9 @@ class Case(_Strict):
     engine: dict[str, Any] = Field(default_factory=dict)  # extra vLLM engine kwargs
     hf: dict[str, Any] = Field(default_factory=dict)  # extra reference-recipe options
     divergence: Divergence | None = None
+    # the model runner vLLM should choose when left to decide (the `vllm-auto` runner); a case
+    # where the live engine chose another fails the default-runner audit
+    expected_auto_runner: Literal["v1", "v2"] | None = None
     trust_remote_code: bool = False
     where: str = ""  # file:line of the case, filled by the loader
 

@@ -55,6 +55,20 @@ class ReferenceResult(BaseModel):
     output: str | None = None
 
 
+class AuditRow(BaseModel):
+    """Default-runner audit: which runner vLLM chose when left to decide, versus the expectation."""
+
+    family: str
+    case_id: str
+    expected: str | None
+    actual: str | None
+    why: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.expected is None or self.expected == self.actual
+
+
 class Report(BaseModel):
     schema_version: int = SCHEMA_VERSION
     harness_version: str
@@ -70,6 +84,7 @@ class Report(BaseModel):
     partial_reason: str = ""
     results: list[Result] = Field(default_factory=list)
     references: list[ReferenceResult] = Field(default_factory=list)
+    audit: list[AuditRow] = Field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in ORDER}
@@ -148,6 +163,13 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
                   "| case | runner | measured now | recorded |", "|---|---|---|---|"]
         for r in expected:
             lines.append(f"| `{r.case_id}` | {r.runner_label} | {metrics_cell(r)} | {_md_escape(r.reason[:max_reason])} |")
+    if report.audit:
+        lines += ["", "### Default-runner audit (vLLM left to decide: `vllm-auto`)", "",
+                  "| family | case | expected | actual | why |", "|---|---|---|---|---|"]
+        for a in sorted(report.audit, key=lambda a: (a.family, a.case_id)):
+            mark = "" if a.ok else " ❌"
+            lines.append(f"| {a.family} | `{a.case_id}` | {(a.expected or '-').upper()} | "
+                         f"{(a.actual or '-').upper()}{mark} | {_md_escape(a.why)} |")
     bad_refs = [x for x in report.references if x.status != "ok"]
     if bad_refs:
         lines += ["", "### Reference (hf) problems", ""]

@@ -10,14 +10,14 @@ import time
 from pathlib import Path
 
 from harness import __version__, golden
-from harness.compare import Verdict, compare
+from harness.compare import Verdict, apply_divergence, compare
 from harness.execute import Executor, Progress, RunOutcome, Timeouts
 from harness.inputs import input_set
 from harness.matrix import REFERENCE_RUNNER, Case, Matrix
 from harness.outputs import load_items
 from harness.plan import ModelProblem, Plan, build_plan
 from harness.platform import Platform
-from harness.report import MetricOut, ReferenceResult, Report, Result
+from harness.report import AuditRow, MetricOut, ReferenceResult, Report, Result
 from harness.tasks import task_kind
 
 
@@ -39,12 +39,16 @@ def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got
     if got is None:
         return Verdict("error", "not run (the run was interrupted or the worker never reached it)")
     if got.status != "ok":
-        return Verdict(got.status, got.reason)
+        return apply_divergence(case, runner, Verdict(got.status, got.reason))
     variant = runner.split("-", 1)[1] if runner.startswith("vllm-") else None
     actual = got.info.get("actual_runner")
     if variant in ("v1", "v2") and actual != variant:
         return Verdict("error", f"asked vLLM for model runner {variant.upper()} but it ran {str(actual).upper()} "
                                 f"({got.info.get('runner_evidence', 'no evidence')})")
+    expected = case.expected_auto_runner
+    if variant == "auto" and expected and actual != expected:
+        return Verdict("fail", f"default-runner audit: vLLM chose {str(actual).upper()} but this family expects "
+                               f"{expected.upper()} ({got.info.get('runner_choice', 'no reason recorded')})")
     if ref is None:
         return Verdict("error", "reference (hf) was not run")
     if ref.status != "ok":
@@ -63,6 +67,7 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
                  wall: float, partial_reason: str = "") -> Report:
     results: list[Result] = []
     references: list[ReferenceResult] = []
+    audit: list[AuditRow] = []
     for case in plan.cases:
         dtype = plan.dtypes[case.id]
         model = plan.models[case.id]
@@ -82,6 +87,9 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
             got = outcomes.get((case.id, runner))
             v = verdict_for(case, runner, dtype, ref, got)
             actual = got.info.get("actual_runner") if got else None
+            if runner == "vllm-auto" and got is not None and got.status == "ok":
+                audit.append(AuditRow(family=case.family, case_id=case.id, expected=case.expected_auto_runner,
+                                      actual=actual, why=got.info.get("runner_choice", "")))
             results.append(Result(
                 case_id=case.id, family=case.family, task=case.task, runner=runner,
                 runner_label=plan.platform.runner_label(runner, actual), status=v.status, reason=v.reason,
@@ -97,6 +105,7 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
         matrix=matrix.path, matrix_sha256=hashlib.sha256(Path(matrix.path).read_bytes()).hexdigest(),
         device=plan.platform.device, started=started, finished=_now(), wall_seconds=wall,
         partial=bool(partial_reason), partial_reason=partial_reason, results=results, references=references,
+        audit=audit,
     )
 
 

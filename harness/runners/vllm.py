@@ -34,6 +34,25 @@ def _actual_runner(llm) -> tuple[str, str]:
         return "unknown", f"could not read the runner: {e}"
 
 
+def _why_runner(llm, actual: str) -> str:
+    """Why vLLM ended up on this runner, following its own decision in VllmConfig."""
+    forced = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
+    if forced is not None:
+        return f"forced by VLLM_USE_V2_MODEL_RUNNER={forced}"
+    try:
+        from vllm.triton_utils.importing import HAS_TRITON
+    except ImportError:
+        HAS_TRITON = None
+    if HAS_TRITON is False:
+        return "vLLM's choice: Triton unavailable, so Model Runner V2 is off"
+    cfg = llm.llm_engine.vllm_config
+    unsupported = getattr(cfg, "_get_v2_model_runner_unsupported_features", lambda: [])()
+    if unsupported:
+        return f"vLLM's choice: V2 does not support {', '.join(unsupported)}"
+    how = " (Triton via the interpreter backend)" if os.environ.get("TRITON_INTERPRET") == "1" else ""
+    return f"vLLM's choice: Triton present{how}, no V2-unsupported feature -> {actual.upper()}"
+
+
 class VllmRunner:
     def __init__(self, variant: str | None):
         if variant not in ("v1", "v2", "auto"):
@@ -62,6 +81,7 @@ class VllmRunner:
         return {
             "actual_runner": actual,
             "runner_evidence": evidence,
+            "runner_choice": _why_runner(self.llm, actual),
             "device": req.device,
             "engine_kwargs": {k: v for k, v in kwargs.items()},
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",

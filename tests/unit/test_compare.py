@@ -97,3 +97,15 @@ def test_reference_with_many_identical_outputs_is_degenerate():
     # e.g. a tokenizer mapping every word to [UNK]: outputs vary only with length
     a, b = vecs(2)
     assert "only 2 distinct outputs for 6" in degenerate_reference([a, a, a, b, b, b])
+
+
+def test_divergence_with_error_match_covers_only_that_error():
+    from harness.compare import Verdict, apply_divergence
+
+    case = make_case(divergence={"runners": ["vllm-v1"], "reason": "raises", "error_match": "1-D probability"})
+    known = apply_divergence(case, "vllm-v1", Verdict("error", "runner raised ValueError: pooled_data should be a 1-D probability vector"))
+    assert known.status == "xfail"
+    other = apply_divergence(case, "vllm-v1", Verdict("error", "worker died: SIGSEGV"))
+    assert other.status == "error"
+    assert apply_divergence(case, "vllm-v1", Verdict("pass")).status == "xpass"
+    assert apply_divergence(case, "vllm-v1", Verdict("fail", "x")).status == "fail"

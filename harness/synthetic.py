@@ -35,6 +35,10 @@ class ArchFamily:
     config: dict  # tiny defaults; a spec's `config:` overrides them
     tokenizer: Callable[..., None]  # (out_dir, config, **spec.tokenizer options)
     archs: tuple[str, ...] = field(default_factory=tuple)
+    # arch -> the transformers class that builds it, where the names differ (ColBERTLfm2Model)
+    hf_class: dict[str, str] = field(default_factory=dict)
+    # extra files after saving (e.g. a sentence-transformers Dense projection)
+    post_build: Callable[[Path, SyntheticModel, object], None] | None = None
 
 
 def _bert_vocab() -> list[str]:
@@ -150,7 +154,47 @@ def _modernbert_config() -> dict:
     )
 
 
+def _colbert_dense(out: Path, spec: SyntheticModel, config) -> None:
+    """ColBERT over a non-BERT backbone: a sentence-transformers Dense projection (1_Dense)
+    applied per token, as vLLM's ColBERT models read it; `architectures` names the ColBERT model."""
+    from safetensors.numpy import save_file
+
+    dim = 32
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["architectures"] = [spec.arch]  # save_pretrained wrote the backbone's class name
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    dense = out / "1_Dense"
+    dense.mkdir()
+    weight = seeded_values(spec.seed, "1_Dense.linear.weight", (dim, config.hidden_size), 0.2)
+    save_file({"linear.weight": weight}, str(dense / "model.safetensors"))
+    (dense / "config.json").write_text(json.dumps({
+        "in_features": config.hidden_size, "out_features": dim, "bias": False,
+        "activation_function": "torch.nn.modules.linear.Identity", "module_input_name": "token_embeddings",
+    }, indent=2, sort_keys=True))
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Dense", "type": "sentence_transformers.models.Dense"},
+    ]
+    (out / "modules.json").write_text(json.dumps(modules, indent=2))
+    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 512, "do_lower_case": False}))
+
+
+def _lfm2_config() -> dict:
+    return dict(
+        vocab_size=_QWEN_VOCAB_SIZE, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, intermediate_size=192, block_multiple_of=32, block_auto_adjust_ff_dim=True,
+        block_ffn_dim_multiplier=1.0, block_dim=64, conv_dim=64, conv_L_cache=3, conv_bias=False,
+        layer_types=["conv", "conv"], max_position_embeddings=512, norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6}, initializer_range=0.2,
+        tie_word_embeddings=False, pad_token_id=_QWEN_PAD, eos_token_id=_QWEN_PAD, bos_token_id=None,
+    )
+
+
 ARCHS: dict[str, ArchFamily] = {
+    "lfm2": ArchFamily(
+        model_type="lfm2", config=_lfm2_config(), tokenizer=_qwen_tokenizer,
+        archs=("ColBERTLfm2Model",), hf_class={"ColBERTLfm2Model": "Lfm2Model"}, post_build=_colbert_dense,
+    ),
     "modernbert": ArchFamily(
         model_type="modernbert", config=_modernbert_config(), tokenizer=_wordpiece_tokenizer,
         archs=("ModernBertModel", "ModernBertForSequenceClassification"),
@@ -172,7 +216,7 @@ ARCHS: dict[str, ArchFamily] = {
             type_vocab_size=2, initializer_range=0.2, hidden_act="gelu",
         ),
         tokenizer=_wordpiece_tokenizer,
-        archs=("BertModel", "BertForSequenceClassification", "BertForTokenClassification"),
+        archs=("BertModel", "BertForSequenceClassification", "BertForTokenClassification", "HF_ColBERT"),
     ),
 }
 
@@ -217,10 +261,11 @@ def build(spec: SyntheticModel, target: Path) -> str:
     torch.manual_seed(0)  # irrelevant to the result: every parameter is overwritten below
     if spec.arch in REFERENCE_ARCHS:
         ref_cls, num_labels = REFERENCE_ARCHS[spec.arch]
-        config.num_labels = num_labels
+        if num_labels is not None:
+            config.num_labels = num_labels
         model = ref_cls(config).eval()
     else:
-        model = getattr(transformers, spec.arch)(config).eval()
+        model = getattr(transformers, fam.hf_class.get(spec.arch, spec.arch))(config).eval()
     std = float(cfg.get("initializer_range", 0.2))
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -233,9 +278,12 @@ def build(spec: SyntheticModel, target: Path) -> str:
         else:  # a harness reference architecture: plain safetensors + config
             from safetensors.torch import save_file
 
-            save_file({k: v.contiguous() for k, v in model.state_dict().items()},
+            # index buffers (position_ids, token_type_ids) are not weights: vLLM rejects them
+            save_file({k: v.contiguous() for k, v in model.state_dict().items() if not k.endswith("_ids")},
                       str(tmp / "model.safetensors"), metadata={"format": "pt"})
             config.save_pretrained(tmp)
+        if fam.post_build is not None:
+            fam.post_build(tmp, spec, config)
         fam.tokenizer(tmp, cfg, **spec.tokenizer)
         if spec.pooling:
             _write_sentence_transformers(tmp, spec, config.hidden_size, cfg.get("max_position_embeddings", 512))

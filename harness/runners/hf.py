@@ -22,6 +22,7 @@ DEFAULT_RECIPE = {
     "token_classify": "hf-token-classification",
     "reward": "reference-token-reward",
     "step_reward": "reference-step-reward",
+    "token_embed": "colbert-token-embed",
 }
 
 
@@ -210,3 +211,53 @@ def _step_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarra
         logits = model(enc["input_ids"], enc.get("attention_mask"))[0]
         return torch.softmax(logits[enc["input_ids"][0] == tag_id], dim=-1)
     return _per_item(runner, items, forward)
+
+
+def _colbert_encoder(runner: HFRunner):
+    """text -> [tokens, dim] L2-normalised token embeddings, for both ColBERT layouts:
+    `HF_ColBERT` (bert.* + linear, harness.refmodels) or a backbone + sentence-transformers 1_Dense."""
+    import json
+    from pathlib import Path
+
+    import torch
+
+    assert runner.req is not None
+    d = Path(runner.req.model_dir)
+    arch = json.loads((d / "config.json").read_text())["architectures"][0]
+    tok = runner.tokenizer()
+    if arch == "HF_ColBERT":
+        model = _reference_model(runner)
+        forward = lambda enc: model(**enc)[0]  # noqa: E731
+    else:
+        from safetensors.torch import load_file
+
+        backbone = runner.auto_model("AutoModel")
+        weight = runner.loaded("dense", lambda: load_file(str(d / "1_Dense" / "model.safetensors"))["linear.weight"])
+
+        def forward(enc):
+            hidden = backbone(**enc, use_cache=False).last_hidden_state[0]
+            return torch.nn.functional.normalize(hidden @ weight.to(hidden.dtype).T, dim=-1)
+
+    def encode(text: str):
+        with torch.inference_mode():
+            enc = tok(text, return_tensors="pt", truncation=True)
+            return forward({k: v.to(runner.req.device) for k, v in enc.items()}).float()
+    return encode
+
+
+@recipe("colbert-token-embed")
+def _colbert_tokens(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """Every token (special tokens included): projection, then per-token L2 normalisation."""
+    encode = _colbert_encoder(runner)
+    return [encode(t).cpu().numpy().astype(np.float32) for t in items]
+
+
+@recipe("colbert-maxsim")
+def _colbert_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """Late interaction: sum over query tokens of the max dot product over document tokens."""
+    encode = _colbert_encoder(runner)
+    out = []
+    for q, d in items:
+        sim = encode(q) @ encode(d).T
+        out.append(np.asarray([float(sim.max(dim=1).values.sum())], dtype=np.float32))
+    return out

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harness.execute import Timeouts
-from harness.matrix import RUNNER_NAMES, MatrixError, filter_cases, load_matrix
+from harness.matrix import RUNNER_NAMES, MatrixError, filter_cases, load_matrix, parse_shard, shard_cases
 from harness.platform import Platform, detect_device
 from harness.report import ORDER, Report, metrics_cell, read_json, write_all
 
@@ -69,7 +69,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     matrix = load_matrix(args.matrix)
     cases = filter_cases(matrix, args.cases)
-    if not cases:
+    if args.shard:
+        try:
+            k, n = parse_shard(args.shard)
+        except ValueError as e:
+            err.print(f"[red]{e}[/]")
+            return 2
+        cases = shard_cases(cases, k, n)
+        err.print(f"shard {k}/{n}: {len(cases)} case(s): {', '.join(c.id for c in cases)}")
+        if not cases:
+            # more shards than model groups: an empty shard is a valid, passing shard
+            report_dir = Path(args.out or "runs/empty-shard")
+            from harness.session import empty_report
+            write_all(empty_report(matrix, detect_device()), report_dir)
+            return 0
+    elif not cases:
         err.print(f"[red]no case of {args.matrix} matches {args.cases}[/]")
         return 2
     platform = Platform(args.device or detect_device())
@@ -131,7 +145,25 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    report = read_json(Path(args.report))
+    if args.action == "merge":
+        from harness.report import merge
+
+        if not args.out:
+            err.print("[red]parity report merge needs --out DIR[/]")
+            return 2
+        try:
+            report = merge([read_json(Path(p)) for p in args.reports])
+        except ValueError as e:
+            err.print(f"[red]cannot merge: {e}[/]")
+            return 2
+        paths = write_all(report, Path(args.out))
+        print_table(report)
+        err.print(f"merged {len(args.reports)} report(s): {paths['json']} · {paths['markdown']} · {paths['junit']}")
+        return report.exit_code()
+    if len(args.reports) != 1:
+        err.print("[red]parity report show takes one report.json[/]")
+        return 2
+    report = read_json(Path(args.reports[0]))
     if args.format == "markdown":
         from harness.report import to_markdown
         sys.stdout.write(to_markdown(report))
@@ -157,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--against", choices=("hf", "golden"), default="hf",
                      help="reference: run HF live (default) or read golden/ (starts no HF process)")
     run.add_argument("--golden-dir", default="golden", help="golden folder (default golden/)")
+    run.add_argument("--shard", metavar="K/N", help="run shard K of N (cases of one model stay together)")
     run.add_argument("--junit", help="also copy the JUnit XML here")
     run.add_argument("--markdown", help="also copy the Markdown summary here")
     run.set_defaults(func=cmd_run)
@@ -170,9 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="resolve (and build) every case's model; print fingerprints")
     _add_selection(models)
     models.set_defaults(func=cmd_models)
-    rep = sub.add_parser("report", help="render a report.json again")
-    rep.add_argument("report")
-    rep.add_argument("--format", choices=("table", "markdown", "junit"), default="table")
+    rep = sub.add_parser("report", help="show a report.json again, or merge shard reports")
+    rep.add_argument("action", choices=("show", "merge"))
+    rep.add_argument("reports", nargs="+", help="report.json file(s)")
+    rep.add_argument("--format", choices=("table", "markdown", "junit"), default="table", help="for show")
+    rep.add_argument("--out", "-o", help="for merge: folder for the merged report.json, junit.xml, report.md")
     rep.set_defaults(func=cmd_report)
     return ap
 

@@ -374,3 +374,31 @@ def filter_cases(matrix: Matrix, case_globs: list[str] | None = None) -> list[Ca
     if not case_globs:
         return list(matrix.cases)
     return [c for c in matrix.cases if any(fnmatch.fnmatchcase(c.id, g) for g in case_globs)]
+
+
+def model_group(case: Case) -> str:
+    """Cases sharing weights share a group: they stay on one shard / one xdist worker."""
+    import hashlib
+
+    return hashlib.sha256(case.model.model_dump_json().encode()).hexdigest()[:12]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'K/N' -> (K, N), 1 <= K <= N."""
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {text!r}: expected K/N, e.g. 1/2") from None
+    if not 1 <= k <= n:
+        raise ValueError(f"--shard {text!r}: need 1 <= K <= N")
+    return k, n
+
+
+def shard_cases(cases: list[Case], k: int, n: int) -> list[Case]:
+    """Shard K of N: model groups ordered by their first case id, dealt round-robin, so every
+    agent computes the same split and a model loads on one shard only."""
+    groups: dict[str, list[Case]] = {}
+    for c in sorted(cases, key=lambda c: c.id):
+        groups.setdefault(model_group(c), []).append(c)
+    ordered = sorted(groups.values(), key=lambda g: g[0].id)
+    return [c for i, g in enumerate(ordered) if i % n == k - 1 for c in g]

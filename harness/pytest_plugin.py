@@ -1,6 +1,8 @@
 """pytest plugin: a matrix becomes test items, one per (case, compared runner).
 
-    pytest --matrix matrices/pooling.yaml --runners vllm-v1 vllm-v2 [-n auto]
+    pytest --matrix matrices/pooling.yaml --runners vllm-v1 vllm-v2 [-n auto --dist loadgroup]
+    pytest --parity-against golden          # compare to committed goldens, no HF process
+    pytest --update-golden -k bert           # rewrite goldens of the selected cases first
 
 Any test that takes the `parity_result` fixture is parametrised over the matrix; ids are
 `<case>:<runner>`, sorted, so every xdist worker collects the same list. Cases that share a model
@@ -11,12 +13,11 @@ on every runner (through the same worker machinery as `parity run`), the rest re
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
 
-from harness.matrix import RUNNER_NAMES, Case, Matrix, MatrixError, load_matrix
+from harness.matrix import RUNNER_NAMES, Case, Matrix, MatrixError, load_matrix, model_group
 
 DEFAULT_MATRIX = "matrices/ci.yaml"
 
@@ -27,10 +28,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--runners", nargs="+", default=None, choices=RUNNER_NAMES, help="only these compared runners")
     g.addoption("--parity-out", default=None, help="run folder for outputs, logs and the report")
     g.addoption("--parity-device", default=None, choices=("cpu", "cuda"), help="default: detected")
+    g.addoption("--parity-against", default="hf", choices=("hf", "golden"),
+                help="reference: run HF live (default) or read the goldens (no HF process)")
+    g.addoption("--golden-dir", default=None, help="golden folder (default <rootdir>/golden)")
+    g.addoption("--update-golden", action="store_true",
+                help="rewrite the goldens of the selected cases from a fresh HF run before comparing")
 
 
 def _group(case: Case) -> str:
-    return "parity-" + hashlib.sha256(case.model.model_dump_json().encode()).hexdigest()[:12]
+    return "parity-" + model_group(case)
 
 
 def _matrix(config: pytest.Config) -> Matrix:
@@ -78,7 +84,15 @@ class ParitySession:
             case = matrix.case(case_id)
             group = [c for c in matrix.cases if _group(c) == _group(case)]
             only = self.config.getoption("--runners")
-            report = run_cases(matrix, group, self.out_dir / _group(case), self.platform, runners=only)
+            golden_dir = Path(self.config.getoption("--golden-dir") or Path(self.config.rootpath) / "golden")
+            run_dir = self.out_dir / _group(case)
+            if self.config.getoption("--update-golden"):
+                from harness.session import golden_session
+
+                updated = golden_session(matrix, group, run_dir / "golden-update", self.platform, golden_dir, "update")
+                self.reports.append(updated)
+            report = run_cases(matrix, group, run_dir, self.platform, runners=only,
+                               against=self.config.getoption("--parity-against"), golden_dir=golden_dir)
             self.reports.append(report)
             for r in report.results:
                 self.results[(r.case_id, r.runner)] = r

@@ -209,3 +209,32 @@ def write_all(report: Report, out_dir: Path) -> dict[str, Path]:
     _atomic_write(paths["junit"], to_junit(report))
     _atomic_write(paths["markdown"], to_markdown(report))
     return paths
+
+
+def merge(reports: list[Report]) -> Report:
+    """Combine shard reports of one matrix into one report (results ordered by case, runner)."""
+    if not reports:
+        raise ValueError("nothing to merge")
+    matrices = {r.matrix_sha256 for r in reports}
+    if len(matrices) > 1:
+        raise ValueError(f"shard reports come from different matrices: {sorted({r.matrix for r in reports})}")
+    seen: dict[tuple[str, str], str] = {}
+    for i, r in enumerate(reports):
+        for res in r.results:
+            key = (res.case_id, res.runner)
+            if key in seen:
+                raise ValueError(f"{res.case_id} [{res.runner}] appears in two shard reports")
+            seen[key] = str(i)
+    first = reports[0]
+    partial = [r.partial_reason or "partial" for r in reports if r.partial]
+    return Report(
+        harness_version=first.harness_version, git_commit=first.git_commit, command=first.command,
+        matrix=first.matrix, matrix_sha256=first.matrix_sha256, device=first.device,
+        started=min(r.started for r in reports),
+        finished=max((r.finished or "") for r in reports) or None,
+        wall_seconds=max((r.wall_seconds or 0.0) for r in reports),
+        partial=bool(partial), partial_reason="; ".join(partial),
+        results=sorted((x for r in reports for x in r.results), key=lambda x: (x.case_id, x.runner)),
+        references=sorted((x for r in reports for x in r.references), key=lambda x: x.case_id),
+        audit=sorted((x for r in reports for x in r.audit), key=lambda x: (x.family, x.case_id)),
+    )

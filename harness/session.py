@@ -216,3 +216,11 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
         obtained = golden.write_obtained(golden_dir, case.id, items)
         return Verdict(v.status, f"HF differs from its golden: {v.reason}; obtained written to {obtained}"), metrics
     return v, metrics
+
+
+def empty_report(matrix: Matrix, device: str) -> Report:
+    """The report of a shard that received no case."""
+    now = _now()
+    return Report(harness_version=__version__, git_commit=_git_commit(), command=list(sys.argv), matrix=matrix.path,
+                  matrix_sha256=hashlib.sha256(Path(matrix.path).read_bytes()).hexdigest(), device=device,
+                  started=now, finished=now, wall_seconds=0.0)

@@ -77,3 +77,44 @@ def test_golden_backed_run_starts_no_hf_process(tmp_path):
 def test_golden_verify_passes_on_committed_goldens(tmp_path):
     proc = parity("golden", "verify", "--matrix", "matrices/ci.yaml", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_two_shards_merged_equal_the_unsharded_run(tmp_path):
+    common = ["--matrix", "matrices/ci.yaml", "--against", "golden", "--runners", "vllm-v1"]
+    for name, extra in (("all", []), ("s1", ["--shard", "1/2"]), ("s2", ["--shard", "2/2"])):
+        proc = parity("run", *common, *extra, "--out", str(tmp_path / name))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = parity("report", "merge", str(tmp_path / "s1" / "report.json"), str(tmp_path / "s2" / "report.json"),
+                  "--out", str(tmp_path / "merged"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def key(path):
+        report = json.loads(path.read_text())
+        return sorted((r["case_id"], r["runner"], r["status"], tuple((m["name"], m["value"]) for m in r["metrics"]))
+                      for r in report["results"])
+
+    merged, whole = key(tmp_path / "merged" / "report.json"), key(tmp_path / "all" / "report.json")
+    assert merged == whole and len(whole) == 4
+    s1 = {r[0] for r in key(tmp_path / "s1" / "report.json")}
+    s2 = {r[0] for r in key(tmp_path / "s2" / "report.json")}
+    assert s1 and s2 and not s1 & s2
+
+
+def test_pytest_update_golden_rewrites_only_selected_goldens(tmp_path):
+    import shutil
+
+    golden = tmp_path / "golden"
+    for case in ("bert-tiny-mean-embed", "minilm-l6-embed"):
+        shutil.copytree(ROOT / "golden" / case, golden / case)
+    (golden / "bert-tiny-mean-embed" / "manifest.json").write_text(
+        (golden / "bert-tiny-mean-embed" / "manifest.json").read_text().replace('"recorded": "', '"recorded": "old-'))
+    before = (golden / "minilm-l6-embed" / "manifest.json").read_text()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/integration/test_matrix.py", "-q", "-p", "no:cacheprovider",
+         "--update-golden", "--golden-dir", str(golden), "--parity-against", "golden", "--runners", "vllm-v1",
+         "-k", "bert-tiny-mean-embed", "--parity-out", str(tmp_path / "run")],
+        capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest = json.loads((golden / "bert-tiny-mean-embed" / "manifest.json").read_text())
+    assert not manifest["recorded"].startswith("old-")
+    assert (golden / "minilm-l6-embed" / "manifest.json").read_text() == before

@@ -1,0 +1,64 @@
+"""The CI examples users copy must be valid and call only commands that exist."""
+
+import os
+import re
+import shlex
+import subprocess
+
+import pytest
+import yaml
+
+from harness.cli import build_parser
+from tests.conftest import ROOT
+
+CI = ROOT / "ci"
+
+
+def _scripts_of_github(doc) -> list[str]:
+    return [step["run"] for job in doc["jobs"].values() for step in job["steps"] if "run" in step]
+
+
+def _scripts_of_buildkite(doc) -> list[str]:
+    return [step["command"] for step in doc["steps"] if isinstance(step, dict) and "command" in step]
+
+
+def _commands(script: str) -> list[list[str]]:
+    out = []
+    for line in script.replace("$$", "$").splitlines():
+        for part in re.split(r"\|\||&&|;", line):
+            part = part.strip()
+            if part.startswith(("parity ", "ci/parity-gate")):
+                out.append(shlex.split(part.split("<")[0]))
+    return out
+
+
+def _parity_subcommands() -> set[str]:
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return set(sub.choices)
+
+
+@pytest.mark.parametrize("name, scripts", [("github-actions.yml", _scripts_of_github),
+                                           ("buildkite.yml", _scripts_of_buildkite)])
+def test_pipeline_examples_parse_and_call_existing_commands(name, scripts):
+    doc = yaml.safe_load((CI / name).read_text())
+    cmds = [c for s in scripts(doc) for c in _commands(s)]
+    assert any(c[0] == "ci/parity-gate" for c in cmds), "the example must call the gate"
+    assert any(c[:3] == ["parity", "report", "merge"] for c in cmds), "the example must merge shards"
+    parser = build_parser()
+    for c in cmds:
+        if c[0] == "parity":
+            assert c[1] in _parity_subcommands()
+            args = [a if "$" not in a and "*" not in a else "x/report.json" for a in c[1:]]
+            parser.parse_args(args)  # raises SystemExit on an unknown flag
+        else:
+            assert (ROOT / c[0]).is_file() and os.access(ROOT / c[0], os.X_OK)
+            flags = [a for a in c[1:] if a.startswith("--")]
+            assert set(flags) <= {"--shard", "--out", "--matrix", "--against"}, flags
+
+
+def test_gate_exit_codes(tmp_path):
+    gate = str(CI / "parity-gate")
+    assert subprocess.run([gate, "--help"], capture_output=True).returncode == 0
+    assert subprocess.run([gate, "--bogus"], capture_output=True).returncode == 2
+    no_parity = subprocess.run([gate], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert no_parity.returncode == 3 and "not on PATH" in no_parity.stderr

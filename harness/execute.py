@@ -96,11 +96,8 @@ class Executor:
         finally:
             worker.stop()
 
-    def _run_load(self, worker: Worker, load: Load) -> None:
-        def fail_all(status: str, reason: str, cases) -> None:
-            for c in cases:
-                self._record(RunOutcome(c.id, load.runner, status, reason))
-
+    def _load_model(self, worker: Worker, load: Load) -> tuple[dict | None, str]:
+        """(info, "") when loaded, else (None, reason). Starts the worker if it is not running."""
         req = LoadRequest(
             model_dir=str(load.model.path), dtype=load.dtype, device=self.plan.platform.device,
             engine=load.engine, hf=load.hf, trust_remote_code=load.trust_remote_code,
@@ -111,38 +108,45 @@ class Executor:
                 worker.start(self.timeouts.start)
             ans = worker.request({"op": "load", "request": asdict(req)}, self.timeouts.load, "model load")
         except WorkerFailure as e:
-            fail_all("error", f"worker failure while loading the model: {e}", load.cases)
-            return
+            return None, f"worker failure while loading the model: {e}"
         if not ans.get("ok"):
-            fail_all("error", f"engine/model failed to load: {ans.get('error')}", load.cases)
             self._save_traceback(load.runner, ans)
-            return
-        info = {**ans.get("info", {}), "import_seconds": ans.get("import_seconds", 0.0)}
-        load_s = ans.get("seconds")
+            return None, f"engine/model failed to load: {ans.get('error')}"
+        return {**ans.get("info", {}), "import_seconds": ans.get("import_seconds", 0.0),
+                "load_seconds": ans.get("seconds")}, ""
+
+    def _run_load(self, worker: Worker, load: Load) -> None:
+        info, problem = self._load_model(worker, load)
         for i, case in enumerate(load.cases):
             if self.stop.is_set():
                 return
+            if info is None:
+                self._record(RunOutcome(case.id, load.runner, "error", problem))
+                continue
             inputs = input_set(case.inputs)
             out = output_path(self.run_dir, case.id, load.runner)
-            options = {"reference": case.reference, **case.hf} if load.runner == "hf" else dict(case.hf)
+            options = {"reference": case.reference, **case.hf} if load.runner == "hf" else {}
             msg = {"op": "run", "task": case.task, "items": list(inputs.items), "options": options, "out": str(out)}
             try:
                 ans = worker.request(msg, self.timeouts.case, f"case {case.id}")
             except WorkerFailure as e:
                 self._record(RunOutcome(case.id, load.runner, "error", f"worker failure: {e}", info=info))
-                fail_all("error", f"not run: the worker died on case {case.id} before it", load.cases[i + 1:])
-                return
+                if i + 1 < len(load.cases):  # a fresh worker and a fresh load for the cases left
+                    info, problem = self._load_model(worker, load)
+                    problem = problem and f"not run: reloading after the worker failure failed: {problem}"
+                continue
             if ans.get("ok"):
                 self._record(RunOutcome(case.id, load.runner, "ok", output=str(out), info=info,
-                                        load_seconds=load_s, run_seconds=ans.get("seconds")))
+                                        load_seconds=info.get("load_seconds"), run_seconds=ans.get("seconds")))
             else:
                 self._save_traceback(load.runner, ans)
-                self._record(RunOutcome(case.id, load.runner, "error", f"runner raised {ans.get('error')}", info=info,
-                                        load_seconds=load_s))
-        try:
-            worker.request({"op": "unload"}, self.timeouts.load, "unload")
-        except WorkerFailure:
-            pass  # the next load restarts the worker
+                self._record(RunOutcome(case.id, load.runner, "error", f"runner raised {ans.get('error')}",
+                                        info=info, load_seconds=info.get("load_seconds")))
+        if info is not None:
+            try:
+                worker.request({"op": "unload"}, self.timeouts.load, "unload")
+            except WorkerFailure:
+                pass  # the next load restarts the worker
 
     def _save_traceback(self, runner: str, ans: dict) -> None:
         tb = ans.get("traceback")

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.tasks import TaskName
 
 Dtype = Literal["float32", "float16", "bfloat16"]
-RunnerName = Literal["hf", "vllm-v1", "vllm-v2", "vllm-auto"]
+# `fake` is a test double that misbehaves on command (harness/runners/fake.py)
+RunnerName = Literal["hf", "vllm-v1", "vllm-v2", "vllm-auto", "fake"]
 RUNNER_NAMES: tuple[str, ...] = get_args(RunnerName)
 REFERENCE_RUNNER = "hf"
 TOP_LEVEL_KEYS = ("include", "defaults", "families", "cases", "select")
@@ -77,6 +78,7 @@ class HubCacheModel(_Strict):
 
 
 _MODEL_TAGS = ("synthetic", "package", "local", "hf_cache")
+_SOURCES = (SyntheticModel, PackageModel, LocalModel, HubCacheModel)
 ModelSource = Annotated[
     Union[SyntheticModel, PackageModel, LocalModel, HubCacheModel], Field(discriminator="source")
 ]
@@ -220,6 +222,18 @@ def _deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _merge_layers(*layers: dict) -> dict:
+    """Deep merge, except that a `model` of another `source` replaces the inherited one whole."""
+    out: dict = {}
+    for layer in layers:
+        model = layer.get("model")
+        if isinstance(model, dict) and isinstance(out.get("model"), dict) \
+                and "source" in model and model["source"] != out["model"].get("source"):
+            out = {k: v for k, v in out.items() if k != "model"}
+        out = _deep_merge(out, layer)
+    return out
+
+
 def _expect(doc: _Doc, value: Any, kind: type, *loc: str | int) -> Any:
     if not isinstance(value, kind):
         raise MatrixError(
@@ -309,7 +323,7 @@ def _fields_for(loc: tuple) -> list[str]:
         return list(Tolerance.model_fields)
     if len(loc) == 2 and loc[0] in models:
         if loc[0] == "model":
-            return sorted({f for m in (SyntheticModel, PackageModel, LocalModel, HubCacheModel) for f in m.model_fields})
+            return sorted({f for m in _SOURCES for f in m.model_fields})
         return list(models[loc[0]].model_fields)
     return []
 
@@ -324,7 +338,7 @@ def load_matrix(path: str | Path) -> Matrix:
     seen_ids: dict[str, str] = {}
     for raw, doc, i in layers.cases:
         case_id = str(raw.get("id", f"#{i}"))
-        fam_name = raw.get("family")
+        fam_name = raw.get("family", layers.defaults.get("family"))
         fam = None
         if fam_name is not None:
             fam = layers.families.get(str(fam_name))
@@ -335,8 +349,7 @@ def load_matrix(path: str | Path) -> Matrix:
                     f"unknown family {fam_name!r}; valid families: {valid}"
                 )
                 continue
-        merged = _deep_merge(layers.defaults, fam[0] if fam else {})
-        merged = _deep_merge(merged, raw)
+        merged = _merge_layers(layers.defaults, fam[0] if fam else {}, raw)
         merged["where"] = doc.where("cases", i)
         try:
             case = Case.model_validate(merged)

@@ -57,8 +57,10 @@ class Platform:
 
     def runner_label(self, runner: str, actual: str | None) -> str:
         """How a result's runner is shown in reports: what ran, and how."""
-        if not runner.startswith("vllm"):
+        if runner == "hf":
             return f"hf ({self.device})"
+        if not runner.startswith("vllm"):
+            return runner
         label = f"vLLM {runner.split('-', 1)[1].upper()}"
         if actual and actual != runner.split("-", 1)[1]:
             label += f" (ran {actual.upper()})"

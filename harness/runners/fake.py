@@ -1,14 +1,17 @@
 """A runner that misbehaves on command, for proving the worker machinery copes with faults.
 
 It goes through the same worker process and protocol as the real runners. The behaviour comes
-from the load request's `hf` options: {"behaviour": "echo" | "crash" | "exit" | "hang" | "raise"
-| "nan" | "short", "dim": 8}. "echo" returns a deterministic vector per input text.
+from the load request's engine kwargs (a matrix case's `engine:`): {"behaviour": "echo" | "crash"
+| "exit" | "oom" | "hang" | "raise" | "fail-load" | "nan" | "inf" | "short" | "copy", "dim": 8}.
+"echo" returns a deterministic vector per input text; "copy" returns the committed golden of
+`case` if given (a runner that agrees with the reference).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import time
 from typing import Any
 
@@ -23,7 +26,7 @@ class FakeRunner:
         self.opts: dict[str, Any] = {}
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
-        self.opts = dict(req.hf)
+        self.opts = {**req.hf, **req.engine}
         if self.opts.get("behaviour") == "fail-load":
             raise RuntimeError("engine refused to start (fake)")
         return {"actual_runner": self.variant or "fake", "device": req.device, "versions": {}}
@@ -34,6 +37,8 @@ class FakeRunner:
             os.abort()
         if b == "exit":
             os._exit(3)
+        if b == "oom":  # what the kernel's OOM killer does
+            os.kill(os.getpid(), signal.SIGKILL)
         if b == "hang":
             time.sleep(3600)
         if b == "raise":
@@ -45,6 +50,8 @@ class FakeRunner:
             outs.append(np.random.default_rng(seed).normal(size=dim).astype(np.float32))
         if b == "nan":
             outs[0][0] = np.nan
+        if b == "inf":
+            outs[1][0] = np.inf
         if b == "short":
             outs = outs[:-1]
         return outs

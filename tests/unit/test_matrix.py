@@ -137,3 +137,20 @@ def test_shipped_matrices_load():
     ci = load_matrix(ROOT / "matrices" / "ci.yaml")
     assert {c.id for c in ci.cases} <= {c.id for c in pooling.cases}
     assert [c.id for c in pooling.cases] == sorted(c.id for c in pooling.cases)
+
+
+def test_model_of_another_source_replaces_the_inherited_one(write_matrix):
+    text = BASE.replace("  bert-embed:\n    task: embed", "  bert-embed:\n    task: embed\n"
+                        "    model: {source: synthetic, arch: BertModel, pooling: mean}") \
+        + "  - id: two\n    family: bert-embed\n    model: {source: hf_cache, repo: org/name}\n" \
+        + "  - id: three\n    family: bert-embed\n    model: {seed: 5}\n"
+    cases = {c.id: c for c in load_matrix(write_matrix(text)).cases}
+    assert cases["two"].model.source == "hf_cache" and cases["two"].model.repo == "org/name"
+    assert cases["three"].model.source == "synthetic" and cases["three"].model.seed == 5  # same source: merged
+
+
+def test_default_family_applies_to_cases(write_matrix):
+    text = BASE.replace("  inputs: short-texts", "  inputs: short-texts\n  family: bert-embed").replace(
+        "    family: bert-embed\n    model", "    model")
+    (case,) = load_matrix(write_matrix(text)).cases
+    assert case.task == "embed" and case.family == "bert-embed"

@@ -88,7 +88,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     platform = Platform(args.device or detect_device())
     run_dir = Path(args.out or f"runs/{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
-    total = sum(len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"]) for c in cases)
+    from harness.checks import expand_checks
+
+    total = sum(len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"])
+                for c in expand_checks(cases))
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=err, transient=False) as bar:
         task = bar.add_task("parity", total=total, last="")
@@ -98,7 +101,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         report = run_cases(matrix, cases, run_dir, platform, runners=args.runners, dtype=args.dtype,
                            jobs=args.jobs, timeouts=Timeouts(case=args.case_timeout, load=args.load_timeout),
-                           progress=progress, against=args.against, golden_dir=Path(args.golden_dir))
+                           progress=progress, against=args.against, golden_dir=Path(args.golden_dir),
+                           shuffle_seed=args.shuffle_seed)
     paths = write_all(report, run_dir)
     print_table(report)
     err.print(f"report: {paths['json']} · {paths['markdown']} · {paths['junit']}")
@@ -189,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--against", choices=("hf", "golden"), default="hf",
                      help="reference: run HF live (default) or read golden/ (starts no HF process)")
     run.add_argument("--golden-dir", default="golden", help="golden folder (default golden/)")
+    run.add_argument("--shuffle-seed", type=int, default=0, help="seed of the `shuffle` invariance check")
     run.add_argument("--shard", metavar="K/N", help="run shard K of N (cases of one model stay together)")
     run.add_argument("--junit", help="also copy the JUnit XML here")
     run.add_argument("--markdown", help="also copy the Markdown summary here")

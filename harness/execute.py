@@ -125,7 +125,9 @@ class Executor:
                 continue
             inputs = input_set(case.inputs)
             out = output_path(self.run_dir, case.id, load.runner)
-            options = {"reference": case.reference, **case.hf} if load.runner == "hf" else {}
+            options = {"reference": case.reference, **case.hf} if load.runner == "hf" else dict(case.run_options)
+            if case.truncate:
+                options["truncate"] = case.truncate
             msg = {"op": "run", "task": case.task, "items": list(inputs.items), "options": options, "out": str(out)}
             try:
                 ans = worker.request(msg, self.timeouts.case, f"case {case.id}")

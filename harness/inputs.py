@@ -54,6 +54,17 @@ def _long_texts() -> tuple[Item, ...]:
     return tuple(out)
 
 
+def _overlong_texts() -> tuple[Item, ...]:
+    # 150..250 words: longer than the synthetic models' context, for truncation checks
+    rng = np.random.default_rng(11)
+    words = _words()
+    out = []
+    for _ in range(8):
+        n = int(rng.integers(150, 250))
+        out.append(" ".join(words[i] for i in rng.integers(0, len(words), n)) + ".")
+    return tuple(out)
+
+
 def _query_document_pairs() -> tuple[Item, ...]:
     # each query meets 4 documents: the one it was made from and 3 others (rankings are checked)
     texts = _texts()
@@ -77,6 +88,7 @@ def _math_steps() -> tuple[Item, ...]:
 _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "short-texts": (1, _short_texts),
     "long-texts": (1, _long_texts),
+    "overlong-texts": (1, _overlong_texts),
     "query-document-pairs": (1, _query_document_pairs),
     "math-steps": (1, _math_steps),
 }

@@ -107,7 +107,7 @@ class Divergence(_Strict):
 
 
 class Case(_Strict):
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._@-]*$")
     family: str
     task: TaskName
     model: ModelSource
@@ -124,7 +124,15 @@ class Case(_Strict):
     # where the live engine chose another fails the default-runner audit
     expected_auto_runner: Literal["v1", "v2"] | None = None
     trust_remote_code: bool = False
+    # invariance checks (harness.checks): each becomes a derived case `<id>@<check>`
+    checks: list[Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill",
+                         "prefix_cache", "no_prefix_cache"]] = Field(default_factory=list)
+    # truncate every input to this many tokens, in the reference and in the runners alike
+    truncate: int | None = Field(default=None, gt=1)
     where: str = ""  # file:line of the case, filled by the loader
+    # set by harness.checks on derived cases, never in a matrix
+    variant_of: str | None = Field(default=None, exclude=True)
+    run_options: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     @field_validator("runners")
     @classmethod
@@ -318,7 +326,7 @@ def _format_validation(err: ValidationError, raw: dict, doc: _Doc, i: int, fam, 
 def _fields_for(loc: tuple) -> list[str]:
     models: dict[str, type[BaseModel]] = {"model": SyntheticModel, "divergence": Divergence}
     if len(loc) == 1:
-        return [f for f in Case.model_fields if f != "where"]
+        return [f for f in Case.model_fields if f not in ("where", "variant_of", "run_options")]
     if len(loc) == 3 and loc[0] == "tolerances":
         return list(Tolerance.model_fields)
     if len(loc) == 2 and loc[0] in models:
@@ -350,6 +358,12 @@ def load_matrix(path: str | Path) -> Matrix:
                 )
                 continue
         merged = _merge_layers(layers.defaults, fam[0] if fam else {}, raw)
+        internal = sorted({"variant_of", "run_options", "where"} & set(merged))
+        if internal or "@" in case_id:
+            what = f"key {internal[0]!r} is set by the harness, not a matrix" if internal else \
+                "'@' is reserved for derived check cases (<id>@<check>)"
+            problems.append(f"{doc.where('cases', i)}: case {case_id!r}: {what}")
+            continue
         merged["where"] = doc.where("cases", i)
         try:
             case = Case.model_validate(merged)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from harness import __version__, golden
+from harness.checks import expand_checks
 from harness.compare import Verdict, apply_divergence, compare
 from harness.execute import Executor, Progress, RunOutcome, Timeouts
 from harness.inputs import input_set
@@ -75,8 +76,8 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
                       if not isinstance(model, ModelProblem) else {"problem": model.reason})
         model_info["hub_id"] = case.hub_id
         inputs = input_set(case.inputs)
-        ref = outcomes.get((case.id, REFERENCE_RUNNER))
-        if ref is not None or REFERENCE_RUNNER in plan.runners_of(case):
+        ref = outcomes.get((case.variant_of or case.id, REFERENCE_RUNNER))
+        if case.variant_of is None and (ref is not None or REFERENCE_RUNNER in plan.runners_of(case)):
             references.append(ReferenceResult(
                 case_id=case.id, status=ref.status if ref else "error",
                 reason=(ref.reason if ref else "not run"), info=ref.info if ref else {},
@@ -116,6 +117,8 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
         model = plan.models[case.id]
         if isinstance(model, ModelProblem):
             continue
+        if case.variant_of is not None:
+            continue  # a derived check case is held to its base case's golden
         try:
             g = golden.read(golden_dir, case.id)
             golden.check_matches(g, case.id, model.fingerprint, input_set(case.inputs).sha256)
@@ -131,11 +134,12 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
 def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platform,
               runners: list[str] | None = None, dtype: str | None = None, jobs: int | None = None,
               timeouts: Timeouts | None = None, progress: Progress | None = None,
-              against: str = "hf", golden_dir: Path | None = None) -> Report:
+              against: str = "hf", golden_dir: Path | None = None, shuffle_seed: int = 0) -> Report:
     """Run cases on their runners and compare each to the reference: HF live, or its golden."""
     if against not in ("hf", "golden"):
         raise ValueError(f"against must be 'hf' or 'golden', got {against!r}")
     started, t0 = _now(), time.perf_counter()
+    cases = expand_checks(cases, seed=shuffle_seed)
     plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners, dtype=dtype,
                       with_reference=against == "hf")
     executor = Executor(plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress)

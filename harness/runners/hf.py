@@ -120,6 +120,7 @@ class HFRunner:
 def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """sentence-transformers encode: its own pooling and normalize modules decide the vector."""
     st = runner.sentence_transformer()
+    st.max_seq_length = options.get("truncate") or runner.loaded("st_max_len", lambda: st.max_seq_length)
     out = st.encode(list(items), batch_size=len(items), convert_to_numpy=True, show_progress_bar=False)
     return [np.asarray(v, dtype=np.float32) for v in out]
 
@@ -131,7 +132,7 @@ def _activation(logits, num_labels: int):
     return torch.sigmoid(logits) if num_labels == 1 else torch.softmax(logits, dim=-1)
 
 
-def _per_item(runner: HFRunner, items: list, forward) -> list[np.ndarray]:
+def _per_item(runner: HFRunner, items: list, forward, max_length: int | None = None) -> list[np.ndarray]:
     """One unpadded forward per item: no padding conventions can leak into the reference."""
     import torch
 
@@ -139,7 +140,8 @@ def _per_item(runner: HFRunner, items: list, forward) -> list[np.ndarray]:
     outs = []
     with torch.inference_mode():
         for it in items:
-            enc = tok(*(it if isinstance(it, (list, tuple)) else (it,)), return_tensors="pt", truncation=True)
+            enc = tok(*(it if isinstance(it, (list, tuple)) else (it,)), return_tensors="pt", truncation=True,
+                      max_length=max_length)
             enc = {k: v.to(runner.req.device) for k, v in enc.items()}
             outs.append(forward(enc).float().cpu().numpy().astype(np.float32))
     return outs
@@ -150,7 +152,7 @@ def _seq_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarr
     """AutoModelForSequenceClassification logits -> sigmoid (1 label) or softmax (n labels)."""
     model = runner.auto_model("AutoModelForSequenceClassification")
     n = model.config.num_labels
-    return _per_item(runner, items, lambda enc: _activation(model(**enc).logits[0], n))
+    return _per_item(runner, items, lambda enc: _activation(model(**enc).logits[0], n), options.get("truncate"))
 
 
 @recipe("st-cross-encoder")
@@ -163,6 +165,7 @@ def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndar
         return CrossEncoder(runner.req.model_dir, device=runner.req.device, local_files_only=True,
                             trust_remote_code=runner.req.trust_remote_code)
     ce = runner.loaded("CrossEncoder", make)
+    ce.max_length = options.get("truncate") or runner.loaded("ce_max_len", lambda: ce.max_length)
     scores = ce.predict([tuple(p) for p in items], batch_size=len(items), show_progress_bar=False,
                         convert_to_numpy=True)
     return [np.asarray(s, dtype=np.float32).reshape(-1) for s in scores]
@@ -174,7 +177,7 @@ def _token_classify(runner: HFRunner, items: list, options: dict) -> list[np.nda
     import torch
 
     model = runner.auto_model("AutoModelForTokenClassification")
-    return _per_item(runner, items, lambda enc: torch.softmax(model(**enc).logits[0], dim=-1))
+    return _per_item(runner, items, lambda enc: torch.softmax(model(**enc).logits[0], dim=-1), options.get("truncate"))
 
 
 def _reference_model(runner: HFRunner):
@@ -193,7 +196,8 @@ def _reference_model(runner: HFRunner):
 def _token_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """Outcome reward model: the head's raw output at every token, [tokens, 1] (vLLM's default)."""
     model = _reference_model(runner)
-    return _per_item(runner, items, lambda enc: model(enc["input_ids"], enc.get("attention_mask"))[0])
+    return _per_item(runner, items, lambda enc: model(enc["input_ids"], enc.get("attention_mask"))[0],
+                     options.get("truncate"))
 
 
 @recipe("reference-step-reward")
@@ -210,7 +214,7 @@ def _step_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarra
     def forward(enc):
         logits = model(enc["input_ids"], enc.get("attention_mask"))[0]
         return torch.softmax(logits[enc["input_ids"][0] == tag_id], dim=-1)
-    return _per_item(runner, items, forward)
+    return _per_item(runner, items, forward, options.get("truncate"))
 
 
 def _colbert_encoder(runner: HFRunner):
@@ -238,9 +242,9 @@ def _colbert_encoder(runner: HFRunner):
             hidden = backbone(**enc, use_cache=False).last_hidden_state[0]
             return torch.nn.functional.normalize(hidden @ weight.to(hidden.dtype).T, dim=-1)
 
-    def encode(text: str):
+    def encode(text: str, max_length: int | None = None):
         with torch.inference_mode():
-            enc = tok(text, return_tensors="pt", truncation=True)
+            enc = tok(text, return_tensors="pt", truncation=True, max_length=max_length)
             return forward({k: v.to(runner.req.device) for k, v in enc.items()}).float()
     return encode
 
@@ -249,7 +253,7 @@ def _colbert_encoder(runner: HFRunner):
 def _colbert_tokens(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """Every token (special tokens included): projection, then per-token L2 normalisation."""
     encode = _colbert_encoder(runner)
-    return [encode(t).cpu().numpy().astype(np.float32) for t in items]
+    return [encode(t, options.get("truncate")).cpu().numpy().astype(np.float32) for t in items]
 
 
 @recipe("colbert-maxsim")
@@ -258,6 +262,6 @@ def _colbert_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.nda
     encode = _colbert_encoder(runner)
     out = []
     for q, d in items:
-        sim = encode(q) @ encode(d).T
+        sim = encode(q, options.get("truncate")) @ encode(d, options.get("truncate")).T
         out.append(np.asarray([float(sim.max(dim=1).values.sum())], dtype=np.float32))
     return out

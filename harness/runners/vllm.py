@@ -34,6 +34,20 @@ def _actual_runner(llm) -> tuple[str, str]:
         return "unknown", f"could not read the runner: {e}"
 
 
+def _effective_config(llm) -> dict[str, Any]:
+    """What the engine really runs with (a kwarg may be overridden or ignored for a model)."""
+    cfg = llm.llm_engine.vllm_config
+    out: dict[str, Any] = {}
+    for name, obj, attr in (("enable_chunked_prefill", cfg.scheduler_config, "enable_chunked_prefill"),
+                            ("max_num_batched_tokens", cfg.scheduler_config, "max_num_batched_tokens"),
+                            ("enable_prefix_caching", cfg.cache_config, "enable_prefix_caching"),
+                            ("max_model_len", cfg.model_config, "max_model_len"),
+                            ("dtype", cfg.model_config, "dtype")):
+        value = getattr(obj, attr, None)
+        out[name] = value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
+    return out
+
+
 def _why_runner(llm, actual: str) -> str:
     """Why vLLM ended up on this runner, following its own decision in VllmConfig."""
     forced = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
@@ -82,6 +96,7 @@ class VllmRunner:
             "actual_runner": actual,
             "runner_evidence": evidence,
             "runner_choice": _why_runner(self.llm, actual),
+            "effective": _effective_config(self.llm),
             "device": req.device,
             "engine_kwargs": {k: v for k, v in kwargs.items()},
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
@@ -93,24 +108,31 @@ class VllmRunner:
         }
 
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
+        """Options: shuffle_seed (permute the requests, restore the order after), one_by_one
+        (one request per call), warm_prefix_cache (send everything twice, keep the second
+        answers), truncate (keep this many tokens, as tokenizer(truncation=True, max_length=N))."""
         assert self.llm is not None, "run before load"
-        items = list(items)
+        from harness.checks import run_with_options
+
+        tok = {"truncation": True, "max_length": int(options["truncate"])} if options.get("truncate") else None
+        return run_with_options(lambda batch: self._call(task, batch, tok), list(items), options)
+
+    def _call(self, task: str, items: list, tok: dict | None) -> list[np.ndarray]:
+        kw: dict[str, Any] = {"use_tqdm": False}
+        if tok:
+            kw["tokenization_kwargs"] = dict(tok)
         if task == "embed":
-            outs = self.llm.embed(items, use_tqdm=False)
-            return [np.asarray(o.outputs.embedding, dtype=np.float32) for o in outs]
+            return [np.asarray(o.outputs.embedding, dtype=np.float32) for o in self.llm.embed(items, **kw)]
         if task == "classify":
-            outs = self.llm.classify(items, use_tqdm=False)
-            return [np.asarray(o.outputs.probs, dtype=np.float32) for o in outs]
+            return [np.asarray(o.outputs.probs, dtype=np.float32) for o in self.llm.classify(items, **kw)]
         if task == "score":
-            queries, docs = [q for q, _ in items], [d for _, d in items]
-            outs = self.llm.score(queries, docs, use_tqdm=False)
+            outs = self.llm.score([q for q, _ in items], [d for _, d in items], **kw)
             return [np.asarray([o.outputs.score], dtype=np.float32) for o in outs]
         if task in ("token_classify", "token_embed", "reward", "step_reward"):
             # vLLM has no `reward` task: reward models and PRMs are served as token_classify
             pooling_task = "token_classify" if task in ("reward", "step_reward") else task
-            outs = self.llm.encode(items, pooling_task=pooling_task, use_tqdm=False)
-            return [_to_numpy(o.outputs.data) for o in outs]
-        raise ValueError(f"the vllm runner does not implement task {task!r} yet")
+            return [_to_numpy(o.outputs.data) for o in self.llm.encode(items, pooling_task=pooling_task, **kw)]
+        raise ValueError(f"the vllm runner does not implement task {task!r}")
 
     def unload(self) -> None:
         if self.llm is None:

@@ -1,0 +1,72 @@
+"""Invariance checks: variants of a case that real engines break and that must not change the
+answer. Each check named in a case's `checks:` becomes a derived case `<id>@<check>` that runs
+on the compared vLLM runners and is held to the same reference (HF's outputs of the base case)
+and the same tolerances. vLLM has a separate test for each of these."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Literal, get_args
+
+import numpy as np
+
+from harness.matrix import Case
+
+Check = Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill", "prefix_cache", "no_prefix_cache"]
+CHECKS: tuple[str, ...] = get_args(Check)
+
+# check -> (engine kwargs, run options); {seed} is filled with the run's shuffle seed
+_VARIANTS: dict[str, tuple[dict, dict]] = {
+    # request order permuted with a seeded generator, restored after (scheduling bugs)
+    "shuffle": ({}, {"shuffle_seed": "{seed}"}),
+    # one request at a time versus the batch (padding/masking/batch-invariance bugs)
+    "one_by_one": ({}, {"one_by_one": True}),
+    # prompts split into 16-token chunks versus whole prompts
+    "chunked_prefill": ({"enable_chunked_prefill": True, "max_num_batched_tokens": 16, "max_num_seqs": 16}, {}),
+    "no_chunked_prefill": ({"enable_chunked_prefill": False}, {}),
+    # the same requests twice: the second pass reads the prefix cache the first one filled
+    "prefix_cache": ({"enable_prefix_caching": True}, {"warm_prefix_cache": True}),
+    "no_prefix_cache": ({"enable_prefix_caching": False}, {}),
+}
+
+
+def expand_checks(cases: list[Case], seed: int = 0) -> list[Case]:
+    """The cases plus one derived case per (case, check); derived ids sort right after their base."""
+    out: list[Case] = []
+    for case in cases:
+        out.append(case)
+        for check in case.checks:
+            engine, options = _VARIANTS[check]
+            options = {k: (seed if v == "{seed}" else v) for k, v in options.items()}
+            out.append(case.model_copy(update={
+                "id": f"{case.id}@{check}",
+                "runners": [r for r in case.runners if r in ("vllm-v1", "vllm-v2")],
+                "engine": {**case.engine, **engine},
+                "run_options": {**case.run_options, **options},
+                "variant_of": case.id,
+                "checks": [],
+                "divergence": case.divergence,
+            }))
+    return out
+
+
+def run_with_options(call: Callable[[list], list], items: list, options: dict[str, Any]) -> list:
+    """Run `call` (a runner's batch call) on `items` as the run options ask, answers in input order.
+
+    shuffle_seed: send the requests in a seeded random order and restore the order after;
+    one_by_one: one request per call; warm_prefix_cache: send everything twice, keep the second."""
+    order = list(range(len(items)))
+    if options.get("shuffle_seed") is not None:
+        order = [int(i) for i in np.random.default_rng(int(options["shuffle_seed"])).permutation(len(items))]
+    sent = [items[i] for i in order]
+    if options.get("one_by_one"):
+        got = [call([it])[0] for it in sent]
+    else:
+        if options.get("warm_prefix_cache"):
+            call(sent)
+        got = call(sent)
+    if len(got) != len(sent):
+        return list(got)  # a wrong count is the comparison's to report, not reordering's
+    out: list = [None] * len(items)
+    for pos, i in enumerate(order):
+        out[i] = got[pos]
+    return out

@@ -1,0 +1,50 @@
+from harness.checks import CHECKS, expand_checks, run_with_options
+from tests.unit.test_compare import make_case
+
+
+def test_each_check_becomes_a_derived_case_on_the_vllm_runners():
+    base = make_case(runners=["hf", "vllm-v1", "vllm-v2", "vllm-auto"], checks=["shuffle", "chunked_prefill"],
+                     engine={"max_model_len": 64})
+    out = expand_checks([base], seed=7)
+    assert [c.id for c in out] == ["c", "c@shuffle", "c@chunked_prefill"]
+    shuffle, chunked = out[1], out[2]
+    assert shuffle.runners == ["vllm-v1", "vllm-v2"] and shuffle.variant_of == "c"
+    assert shuffle.run_options == {"shuffle_seed": 7}
+    assert chunked.engine == {"max_model_len": 64, "enable_chunked_prefill": True, "max_num_batched_tokens": 16,
+                              "max_num_seqs": 16}
+    assert set(CHECKS) >= {"shuffle", "one_by_one", "prefix_cache", "no_prefix_cache", "no_chunked_prefill"}
+
+
+def test_run_with_options_restores_order_and_counts_calls():
+    calls = []
+
+    def call(batch):
+        calls.append(list(batch))
+        return [f"out:{x}" for x in batch]
+
+    items = list("abcdefgh")
+    assert run_with_options(call, items, {"shuffle_seed": 3}) == [f"out:{x}" for x in items]
+    assert calls[-1] != items and sorted(calls[-1]) == items  # really sent in another order
+    calls.clear()
+    assert run_with_options(call, items, {"one_by_one": True}) == [f"out:{x}" for x in items]
+    assert len(calls) == 8 and all(len(c) == 1 for c in calls)
+    calls.clear()
+    run_with_options(call, items, {"warm_prefix_cache": True})
+    assert len(calls) == 2
+
+
+def test_a_runner_that_loses_an_item_is_not_hidden_by_reordering():
+    out = run_with_options(lambda batch: batch[:-1], list("abcd"), {"shuffle_seed": 1})
+    assert len(out) == 3
+
+
+def test_matrix_rejects_internal_keys_and_at_in_ids(write_matrix):
+    import pytest
+
+    from harness.matrix import MatrixError, load_matrix
+    from tests.unit.test_matrix import BASE
+
+    with pytest.raises(MatrixError, match="'variant_of' is set by the harness"):
+        load_matrix(write_matrix(BASE + "    variant_of: x\n"))
+    with pytest.raises(MatrixError, match="'@' is reserved"):
+        load_matrix(write_matrix(BASE.replace("id: one", "id: one@shuffle")))

@@ -12,7 +12,7 @@ from typing import Callable, Union
 import numpy as np
 
 DATA = Path(__file__).parent / "data"
-Item = Union[str, tuple[str, str]]
+Item = Union[str, tuple[str, str], dict]  # text, (query, document), or {"image": "<set>/<i>"}
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,11 @@ class InputSet:
     @property
     def sha256(self) -> str:
         payload = json.dumps({"name": self.name, "version": self.version, "items": self.items})
+        refs = [it["image"] for it in self.items if isinstance(it, dict) and "image" in it]
+        if refs:  # images are hashed over their pixels, not over their references
+            from harness.images import pixels_sha256
+
+            payload += pixels_sha256(refs)
         return hashlib.sha256(payload.encode()).hexdigest()
 
     @property
@@ -85,12 +90,26 @@ def _math_steps() -> tuple[Item, ...]:
     return tuple("".join(step.strip() + "<extra_0>" for step in ln.split("|")) for ln in lines)
 
 
+def _images() -> tuple[Item, ...]:
+    from harness.images import synthetic_images
+
+    return tuple({"image": f"synthetic-images/{i}"} for i in range(len(synthetic_images())))
+
+
+def _texts_and_images() -> tuple[Item, ...]:
+    # text and image prompts interleaved in one batch
+    texts, images = _texts()[:8], _images()
+    return tuple(x for pair in zip(texts, images) for x in pair)
+
+
 _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "short-texts": (1, _short_texts),
     "long-texts": (1, _long_texts),
     "overlong-texts": (1, _overlong_texts),
     "query-document-pairs": (1, _query_document_pairs),
     "math-steps": (1, _math_steps),
+    "synthetic-images": (1, _images),
+    "texts-and-images": (1, _texts_and_images),
 }
 INPUT_SET_NAMES = tuple(sorted(_SETS))
 
@@ -108,5 +127,5 @@ def query_groups(items: tuple[Item, ...]) -> list[list[int]]:
     """Indices of pairs grouped by query, in order: the unit a ranking is compared on."""
     groups: dict[str, list[int]] = {}
     for i, it in enumerate(items):
-        groups.setdefault(it[0] if isinstance(it, tuple) else it, []).append(i)
+        groups.setdefault(str(it[0] if isinstance(it, tuple) else it), []).append(i)
     return list(groups.values())

@@ -24,7 +24,8 @@ _TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "vocab.txt", "merges.txt", "vocab.json",
     "special_tokens_map.json", "added_tokens.json", "sentencepiece.bpe.model", "tokenizer.model",
 )
-_ST_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+_ST_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+             "preprocessor_config.json", "processor_config.json")
 
 
 class ModelUnavailable(Exception):

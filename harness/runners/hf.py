@@ -24,6 +24,8 @@ DEFAULT_RECIPE = {
     "step_reward": "reference-step-reward",
     "token_embed": "colbert-token-embed",
 }
+# a model whose config names one of these architectures gets this recipe for `embed` by default
+DEFAULT_RECIPE_BY_ARCH = {"CLIPModel": "clip-embed"}
 
 
 def recipe(name: str) -> Callable[[Recipe], Recipe]:
@@ -104,10 +106,19 @@ class HFRunner:
         return self.loaded("tokenizer", make)
 
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
-        name = options.get("reference") or DEFAULT_RECIPE.get(task)
+        name = options.get("reference") or self._default_recipe(task)
         if name not in RECIPES:
             raise ValueError(f"no HF reference recipe {name!r} for task {task!r}; known: {sorted(RECIPES)}")
         return RECIPES[name](self, items, options)
+
+    def _default_recipe(self, task: str) -> str | None:
+        import json
+        from pathlib import Path
+
+        assert self.req is not None
+        arch = (json.loads((Path(self.req.model_dir) / "config.json").read_text()).get("architectures") or [""])[0]
+        return DEFAULT_RECIPE_BY_ARCH.get(arch) if task == "embed" and arch in DEFAULT_RECIPE_BY_ARCH \
+            else DEFAULT_RECIPE.get(task)
 
     def unload(self) -> None:
         self._st = None
@@ -265,3 +276,29 @@ def _colbert_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.nda
         sim = encode(q, options.get("truncate")) @ encode(d, options.get("truncate")).T
         out.append(np.asarray([float(sim.max(dim=1).values.sum())], dtype=np.float32))
     return out
+
+
+@recipe("clip-embed")
+def _clip_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """CLIP dual encoder: get_text_features for texts, get_image_features for images (processed
+    by the checkpoint's image processor), each L2-normalised (vLLM's `embed` default)."""
+    import torch
+    from transformers import AutoProcessor
+
+    from harness.images import image, is_image
+
+    assert runner.req is not None
+    model = runner.auto_model("CLIPModel")
+    proc = runner.loaded("processor", lambda: AutoProcessor.from_pretrained(runner.req.model_dir, local_files_only=True))
+    outs = []
+    with torch.inference_mode():
+        for it in items:
+            if is_image(it):
+                pixels = proc.image_processor(images=[image(it["image"])], return_tensors="pt")["pixel_values"]
+                feats = model.get_image_features(pixel_values=pixels.to(runner.req.device))
+            else:
+                enc = proc.tokenizer([it], return_tensors="pt", truncation=True, max_length=options.get("truncate"))
+                feats = model.get_text_features(**{k: v.to(runner.req.device) for k, v in enc.items()})
+            feats = getattr(feats, "pooler_output", feats)  # transformers 5 returns a model output
+            outs.append(torch.nn.functional.normalize(feats[0].float(), dim=-1).cpu().numpy())
+    return outs

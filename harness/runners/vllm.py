@@ -122,7 +122,8 @@ class VllmRunner:
         if tok:
             kw["tokenization_kwargs"] = dict(tok)
         if task == "embed":
-            return [np.asarray(o.outputs.embedding, dtype=np.float32) for o in self.llm.embed(items, **kw)]
+            prompts = [_prompt(it) for it in items]
+            return [np.asarray(o.outputs.embedding, dtype=np.float32) for o in self.llm.embed(prompts, **kw)]
         if task == "classify":
             return [np.asarray(o.outputs.probs, dtype=np.float32) for o in self.llm.classify(items, **kw)]
         if task == "score":
@@ -143,6 +144,15 @@ class VllmRunner:
             pass
         self.llm = None
         gc.collect()
+
+
+def _prompt(item):
+    """A text prompt as is; an image reference as vLLM's multimodal prompt with an empty text."""
+    from harness.images import image, is_image
+
+    if is_image(item):
+        return {"prompt": "", "multi_modal_data": {"image": image(item["image"])}}
+    return item
 
 
 def _to_numpy(data) -> np.ndarray:

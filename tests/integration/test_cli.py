@@ -33,6 +33,7 @@ def fault_run(tmp_path_factory):
     ("reward-sigmoid-fault", "max_abs"),
     ("prm-wrong-step-tag-fault", "empty runner output"),
     ("colbert-no-normalize-fault", "max_abs"),
+    ("clip-image-wrong-mean-std-fault", "max_abs"),
 ])
 def test_real_faults_fail_naming_case_and_metric(fault_run, case_id, metric):
     proc, out, report = fault_run
@@ -52,7 +53,7 @@ def test_fault_run_writes_every_report(fault_run):
     md = (out / "report.md").read_text()
     assert md.startswith("## ❌ parity FAILED") and "**fail**" in md
     junit = ET.parse(out / "junit.xml").getroot()
-    assert len(junit.findall(".//testcase/failure")) == len(report["results"]) == 8
+    assert len(junit.findall(".//testcase/failure")) == len(report["results"]) == 9
 
 
 def test_malformed_matrix_exits_2_with_location(tmp_path):

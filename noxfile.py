@@ -35,7 +35,7 @@ def install(session: nox.Session, *extras: str) -> None:
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Unit tests and integration tests that run real HF and vLLM workers (CI's command)."""
-    install(session, "test")
+    install(session, "test", "mteb")
     session.run("pytest", *session.posargs)
 
 
@@ -45,6 +45,21 @@ def parity(session: nox.Session) -> None:
     install(session)
     args = session.posargs or ["--matrix", "matrices/pooling.yaml", "--out", "runs/latest"]
     session.run("parity", "run", *args)
+
+
+@nox.session(python=PYTHON, default=False)
+def mteb(session: nox.Session) -> None:
+    """MTEB main scores of hf, vLLM V1 and V2 (matrices/mteb.yaml): table, PNG chart, HTML, mteb JSON."""
+    install(session, "mteb")
+    args = session.posargs or ["--matrix", "matrices/mteb.yaml", "--out", "runs/mteb"]
+    session.run("parity", "mteb", *args)
+
+
+@nox.session(python=PYTHON, default=False)
+def golden(session: nox.Session) -> None:
+    """Verify the committed goldens against HF now (`-- update -k CASE` to rewrite on purpose)."""
+    install(session)
+    session.run("parity", "golden", *(session.posargs or ["verify"]))
 
 
 @nox.session(python=PYTHON, default=False)

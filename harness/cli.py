@@ -127,6 +127,32 @@ def cmd_golden(args: argparse.Namespace) -> int:
     return report.exit_code()
 
 
+def cmd_mteb(args: argparse.Namespace) -> int:
+    from harness import mteb_report
+    from harness.mteb_session import mteb_session
+
+    matrix = load_matrix(args.matrix)
+    cases = [c for c in filter_cases(matrix, args.cases) if c.mteb_tasks]
+    if not cases:
+        err.print(f"[red]no case of {args.matrix} has mteb_tasks[/]")
+        return 2
+    platform = Platform(args.device or detect_device())
+    run_dir = Path(args.out or f"runs/mteb-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
+    total = sum(len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"]) for c in cases)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=err) as bar:
+        task = bar.add_task("mteb", total=total, last="")
+        report = mteb_session(matrix, cases, run_dir, platform, Path(args.golden_dir), runners=args.runners,
+                              record_expected=args.record_expected, shuffle_seed=args.shuffle_seed,
+                              progress=lambda msg, o: bar.update(task, advance=1 if o is not None else 0, last=msg[:80]))
+    paths = write_all(report, run_dir)
+    extra = mteb_report.write(report, run_dir)
+    out.print(mteb_report.to_markdown(report), markup=False, highlight=False)
+    print_table(report)
+    err.print(f"report: {paths['json']} · {extra['html']} · {extra['png']} · mteb results: {run_dir / 'mteb'}")
+    return report.exit_code()
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from harness.models import ModelUnavailable, resolve
 
@@ -205,6 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
     gold.add_argument("--out", "-o", help="run folder (default runs/golden-<timestamp>)")
     gold.add_argument("--device", choices=("cpu", "cuda"))
     gold.set_defaults(func=cmd_golden)
+    mt = sub.add_parser("mteb", help="MTEB main scores of hf and each runner, gated on deltas and expected scores")
+    _add_selection(mt)
+    mt.set_defaults(matrix="matrices/mteb.yaml")
+    mt.add_argument("--out", "-o", help="run folder (default runs/mteb-<timestamp>)")
+    mt.add_argument("--device", choices=("cpu", "cuda"))
+    mt.add_argument("--golden-dir", default="golden", help="expected scores live in <golden-dir>/mteb/")
+    mt.add_argument("--record-expected", action="store_true", help="store HF's scores as the expected scores")
+    mt.add_argument("--shuffle-seed", type=int, default=0, help="seed of the request shuffle (restored after)")
+    mt.set_defaults(func=cmd_mteb)
     models = sub.add_parser("models", help="resolve (and build) every case's model; print fingerprints")
     _add_selection(models)
     models.set_defaults(func=cmd_models)

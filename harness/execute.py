@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.inputs import input_set
+from harness.matrix import Case
 from harness.plan import Load, ModelProblem, Plan
 from harness.runners import LoadRequest
 from harness.runners.pool import Worker, WorkerFailure
@@ -45,12 +46,14 @@ def output_path(run_dir: Path, case_id: str, runner: str) -> Path:
 
 class Executor:
     def __init__(self, plan: Plan, run_dir: Path, timeouts: Timeouts | None = None,
-                 jobs: int | None = None, progress: Progress | None = None):
+                 jobs: int | None = None, progress: Progress | None = None,
+                 make_request: "Callable[[Case, str, Path], tuple[dict, Path]] | None" = None):
         self.plan = plan
         self.run_dir = Path(run_dir)
         self.timeouts = timeouts or Timeouts()
         self.jobs = max(1, jobs or min(len(plan.queues) or 1, os.cpu_count() or 1))
         self.progress = progress or (lambda msg, outcome: None)
+        self.make_request = make_request or self._run_request
         self.outcomes: dict[tuple[str, str], RunOutcome] = {}
         self.stop = threading.Event()
         self._lock = threading.Lock()
@@ -69,9 +72,9 @@ class Executor:
                 for runner in self.plan.runners_of(case):
                     self._record(RunOutcome(case.id, runner, problem.status, problem.reason))
         threads = max(1, (os.cpu_count() or 1) // self.jobs)
-        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="runner") as pool:
-            futures = [pool.submit(self._run_queue, runner, loads, threads)
-                       for runner, loads in self.plan.queues.items()]
+        self._pending = {runner: list(loads) for runner, loads in self.plan.queues.items() if loads}
+        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="slot") as pool:
+            futures = [pool.submit(self._run_slot, slot, threads) for slot in range(self.jobs)]
             try:
                 for f in futures:
                     while not f.done():
@@ -84,17 +87,40 @@ class Executor:
                 raise
         return self.outcomes
 
-    def _run_queue(self, runner: str, loads: list[Load], threads: int) -> None:
-        worker = Worker(runner, self.plan.platform.worker_env(runner),
-                        self.run_dir / "logs" / f"{runner}.log", threads=threads)
-        self._workers.append(worker)
+    def _next_load(self, last: str | None) -> Load | None:
+        """Keep a slot on its runner while that runner has loads (no new process); otherwise
+        take from the runner with the most work left, so no single runner is the critical path."""
+        with self._lock:
+            if last in self._pending and self._pending[last]:
+                return self._pending[last].pop(0)
+            left = {r: sum(_cost(r, load) for load in q) for r, q in self._pending.items() if q}
+            if not left:
+                return None
+            return self._pending[max(left, key=left.__getitem__)].pop(0)
+
+    def _run_slot(self, slot: int, threads: int) -> None:
+        """One parallel lane: runs loads one after another, one worker process per runner kind it
+        has served (kept for its next load of that kind), all stopped at the end."""
+        workers: dict[str, Worker] = {}
+        last: str | None = None
         try:
-            for load in loads:
-                if self.stop.is_set():
+            while not self.stop.is_set():
+                load = self._next_load(last)
+                if load is None:
                     break
-                self._run_load(worker, load)
+                if load.runner not in workers:
+                    suffix = f".{slot}" if self.jobs > 1 else ""
+                    workers[load.runner] = Worker(load.runner, self.plan.platform.worker_env(load.runner),
+                                                  self.run_dir / "logs" / f"{load.runner}{suffix}.log", threads=threads)
+                    self._workers.append(workers[load.runner])
+                if last is not None and last != load.runner and last in workers:
+                    workers[last].stop()  # one engine-sized process per lane at a time
+                    del workers[last]
+                self._run_load(workers[load.runner], load)
+                last = load.runner
         finally:
-            worker.stop()
+            for w in workers.values():
+                w.stop()
 
     def _load_model(self, worker: Worker, load: Load) -> tuple[dict | None, str]:
         """(info, "") when loaded, else (None, reason). Starts the worker if it is not running."""
@@ -123,12 +149,7 @@ class Executor:
             if info is None:
                 self._record(RunOutcome(case.id, load.runner, "error", problem))
                 continue
-            inputs = input_set(case.inputs)
-            out = output_path(self.run_dir, case.id, load.runner)
-            options = {"reference": case.reference, **case.hf} if load.runner == "hf" else dict(case.run_options)
-            if case.truncate:
-                options["truncate"] = case.truncate
-            msg = {"op": "run", "task": case.task, "items": list(inputs.items), "options": options, "out": str(out)}
+            msg, out = self.make_request(case, load.runner, self.run_dir)
             try:
                 ans = worker.request(msg, self.timeouts.case, f"case {case.id}")
             except WorkerFailure as e:
@@ -150,8 +171,24 @@ class Executor:
             except WorkerFailure:
                 pass  # the next load restarts the worker
 
+    @staticmethod
+    def _run_request(case: Case, runner: str, run_dir: Path) -> tuple[dict, Path]:
+        """The `run` request of a case: its inputs through the runner, outputs to the run folder."""
+        out = output_path(run_dir, case.id, runner)
+        options = {"reference": case.reference, **case.hf} if runner == "hf" else dict(case.run_options)
+        if case.truncate:
+            options["truncate"] = case.truncate
+        items = list(input_set(case.inputs).items)
+        return {"op": "run", "task": case.task, "items": items, "options": options, "out": str(out)}, out
+
     def _save_traceback(self, runner: str, ans: dict) -> None:
         tb = ans.get("traceback")
         if tb:
             with open(self.run_dir / "logs" / f"{runner}.log", "a") as f:
                 f.write(f"\n--- traceback reported by the worker ---\n{tb}\n")
+
+
+def _cost(runner: str, load: Load) -> float:
+    """Relative cost of a load, for balancing lanes: V2 on CPU runs interpreted Triton kernels."""
+    base = {"hf": 0.5, "vllm-v1": 1.0}.get(runner, 2.0)
+    return base + 0.1 * len(load.cases)

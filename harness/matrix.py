@@ -91,6 +91,7 @@ class Tolerance(_Strict):
     max_abs: float | None = None
     max_rel: float | None = None
     rank_disagreement: float | None = None  # fraction of query groups whose ranking differs
+    main_score: float | None = None  # MTEB: |main score - reference main score|
 
     def bounds(self) -> dict[str, float]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
@@ -127,6 +128,8 @@ class Case(_Strict):
     # invariance checks (harness.checks): each becomes a derived case `<id>@<check>`
     checks: list[Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill",
                          "prefix_cache", "no_prefix_cache"]] = Field(default_factory=list)
+    # MTEB tasks to score this model on (`parity mteb`): our offline ones or cached real ones
+    mteb_tasks: list[str] = Field(default_factory=list)
     # truncate every input to this many tokens, in the reference and in the runners alike
     truncate: int | None = Field(default=None, gt=1)
     where: str = ""  # file:line of the case, filled by the loader

@@ -57,6 +57,10 @@ def _serve(runner_name: str, reply) -> None:
                 run_s = time.perf_counter() - t0
                 save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
                 reply({"ok": True, "seconds": run_s, "n": len(outs)})
+            elif op == "mteb":
+                if not loaded:
+                    raise RuntimeError("mteb requested before a model was loaded")
+                reply({"ok": True, **_mteb(runner, msg), "seconds": time.perf_counter() - t0})
             elif op == "unload":
                 if loaded:
                     runner.unload()
@@ -70,6 +74,29 @@ def _serve(runner_name: str, reply) -> None:
                 "error": f"{type(e).__name__}: {e}".strip()[:4000],
                 "traceback": traceback.format_exc()[-6000:],
             })
+
+
+def _mteb(runner, msg: dict) -> dict:
+    """Run mteb with this worker's loaded model; requests are shuffled with a seeded generator and
+    restored (as vLLM's own MTEB encoder does), so scheduling bugs surface."""
+    from pathlib import Path
+
+    from harness.checks import run_with_options
+    from harness.mteb_eval import evaluate
+
+    opts = dict(msg.get("options", {}))
+    shuffle = {"shuffle_seed": msg["shuffle_seed"]} if msg.get("shuffle_seed") is not None else {}
+
+    def run(task: str, items: list):
+        return run_with_options(lambda batch: runner.run(task, batch, opts), list(items), shuffle)
+
+    scores = evaluate(run, msg["task"], msg["tasks"], msg["model_name"], msg["revision"], Path(msg["out_dir"]))
+    out = Path(msg["out"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(scores, indent=2, sort_keys=True))
+    tmp.replace(out)
+    return {"scores": scores}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,6 +63,13 @@ def golden(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmark of the harness itself (benchmarks/bench.py): harness vs naive vs golden-backed."""
+    install(session)
+    session.run("python", "benchmarks/bench.py", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", "harness", "tests", "noxfile.py", *session.posargs)

@@ -86,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif not cases:
         err.print(f"[red]no case of {args.matrix} matches {args.cases}[/]")
         return 2
-    platform = Platform(args.device or detect_device())
+    platform = Platform(args.device or detect_device(), in_process_engine=not args.naive)
     run_dir = Path(args.out or f"runs/{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
     from harness.checks import expand_checks
 
@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         report = run_cases(matrix, cases, run_dir, platform, runners=args.runners, dtype=args.dtype,
                            jobs=args.jobs, timeouts=Timeouts(case=args.case_timeout, load=args.load_timeout),
                            progress=progress, against=args.against, golden_dir=Path(args.golden_dir),
-                           shuffle_seed=args.shuffle_seed)
+                           shuffle_seed=args.shuffle_seed, naive=args.naive)
     paths = write_all(report, run_dir)
     print_table(report)
     err.print(f"report: {paths['json']} · {paths['markdown']} · {paths['junit']}")
@@ -220,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="reference: run HF live (default) or read golden/ (starts no HF process)")
     run.add_argument("--golden-dir", default="golden", help="golden folder (default golden/)")
     run.add_argument("--shuffle-seed", type=int, default=0, help="seed of the `shuffle` invariance check")
+    run.add_argument("--naive", action="store_true",
+                     help="benchmark baseline: a fresh worker and engine per case per runner, vLLM's default "
+                          "process layout (as vLLM's own tests run); same results, much slower")
     run.add_argument("--shard", metavar="K/N", help="run shard K of N (cases of one model stay together)")
     run.add_argument("--junit", help="also copy the JUnit XML here")
     run.add_argument("--markdown", help="also copy the Markdown summary here")

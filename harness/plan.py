@@ -59,8 +59,10 @@ def build_plan(
     runners: list[str] | None = None,
     dtype: str | None = None,
     with_reference: bool = True,
+    one_load_per_case: bool = False,
 ) -> Plan:
-    """Resolve every case's model (building synthetic ones) and group work per runner."""
+    """Resolve every case's model (building synthetic ones) and group work per runner.
+    `one_load_per_case` is the naive layout (a fresh load for every case), for benchmarks."""
     models: dict[str, ResolvedModel | ModelProblem] = {}
     by_source: dict[str, ResolvedModel | ModelProblem] = {}
     for case in cases:
@@ -89,7 +91,7 @@ def build_plan(
             model = models[case.id]
             if isinstance(model, ModelProblem):
                 continue
-            k = _load_key(runner, case, model, dtypes[case.id])
+            k = _load_key(runner, case, model, dtypes[case.id]) + (case.id if one_load_per_case else "")
             load = queues.setdefault(runner, {}).get(k)
             if load is None:
                 load = Load(runner, model, dtypes[case.id], dict(case.engine), dict(case.hf), case.trust_remote_code)

@@ -14,6 +14,8 @@ TRITON_SHIM_SITE = Path(__file__).parent / "triton_cpu" / "site"
 @dataclass(frozen=True)
 class Platform:
     device: Device
+    # False = vLLM's default process layout (engine core in its own process), as vLLM's tests run
+    in_process_engine: bool = True
 
     @property
     def default_dtype(self) -> str:
@@ -43,7 +45,7 @@ class Platform:
         env["VLLM_USE_V2_MODEL_RUNNER"] = {"v1": "0", "v2": "1", "auto": None}[variant]
         if self.device == "cpu":
             # in-process engine core: 2.6 s per engine instead of 19-35 s
-            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if self.in_process_engine else None
             if variant in ("v2", "auto"):
                 # V2 needs Triton; on CPU, kernels run in Triton's numpy interpreter through our
                 # `cpu` backend entry point. `auto` gets it too so vLLM decides as with Triton.

@@ -85,6 +85,8 @@ class Report(BaseModel):
     results: list[Result] = Field(default_factory=list)
     references: list[ReferenceResult] = Field(default_factory=list)
     audit: list[AuditRow] = Field(default_factory=list)
+    phases: dict[str, float] = Field(default_factory=dict)  # plan / execute / compare seconds
+    peak_rss_mb: dict[str, float] = Field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in ORDER}

@@ -134,24 +134,39 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
 def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platform,
               runners: list[str] | None = None, dtype: str | None = None, jobs: int | None = None,
               timeouts: Timeouts | None = None, progress: Progress | None = None,
-              against: str = "hf", golden_dir: Path | None = None, shuffle_seed: int = 0) -> Report:
+              against: str = "hf", golden_dir: Path | None = None, shuffle_seed: int = 0,
+              naive: bool = False) -> Report:
     """Run cases on their runners and compare each to the reference: HF live, or its golden."""
     if against not in ("hf", "golden"):
         raise ValueError(f"against must be 'hf' or 'golden', got {against!r}")
     started, t0 = _now(), time.perf_counter()
     cases = expand_checks(cases, seed=shuffle_seed)
     plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners, dtype=dtype,
-                      with_reference=against == "hf")
-    executor = Executor(plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress)
+                      with_reference=against == "hf", one_load_per_case=naive)
+    t_plan = time.perf_counter()
+    executor = Executor(plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress, fresh_worker_per_load=naive)
     partial = ""
     try:
         outcomes = executor.run()
     except KeyboardInterrupt:
         outcomes = executor.outcomes
         partial = "interrupted (Ctrl-C): cases not reached are reported as errors"
+    t_exec = time.perf_counter()
     if against == "golden":
         outcomes = {**outcomes, **golden_references(plan, Path(golden_dir or "golden"))}
-    return build_report(matrix, plan, outcomes, started, time.perf_counter() - t0, partial)
+    report = build_report(matrix, plan, outcomes, started, time.perf_counter() - t0, partial)
+    report.phases = {"plan_seconds": t_plan - t0, "execute_seconds": t_exec - t_plan,
+                     "compare_seconds": time.perf_counter() - t_exec}
+    report.peak_rss_mb = peak_rss_mb()
+    return report
+
+
+def peak_rss_mb() -> dict[str, float]:
+    """Peak resident memory of this process and of the largest finished child (a worker)."""
+    import resource
+
+    return {"harness": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "largest_worker": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 
 
 def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platform, golden_dir: Path,

@@ -1,0 +1,127 @@
+"""Benchmark of the harness itself, in one invocation:
+
+  (a) the default matrix as the harness runs it (persistent workers, one load per model for all
+      its cases, in-process engines, lanes sized to the machine);
+  (a') the fixed subset (benchmarks/subset.yaml) the same way;
+  (b) the same subset the naive way: a fresh worker process and engine per case per runner, with
+      vLLM's default process layout (as vLLM's own tests run);
+  (c) the default matrix against the committed goldens (no HF process).
+
+Prints wall time, per-phase time (worker process start, engine start + model load — the first
+load of a worker includes importing torch and vLLM —, forward, compare + report), peak RSS, the ratios (b)/(a') and (a)/(c), and proves (a') and (b) produced identical
+outputs. Median over --repeat runs; figures also written as JSON.
+
+    python benchmarks/bench.py [--repeat 3] [--out runs/bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.outputs import load_items  # noqa: E402
+
+MODES = {
+    "a_default_matrix": ["--matrix", "matrices/pooling.yaml"],
+    "a_subset": ["--matrix", "benchmarks/subset.yaml"],
+    "b_subset_naive": ["--matrix", "benchmarks/subset.yaml", "--naive"],
+    "c_default_matrix_golden": ["--matrix", "matrices/pooling.yaml", "--against", "golden"],
+}
+
+
+def run_once(mode: str, args: list[str], out: Path) -> dict:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *args, "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    report = json.loads((out / "report.json").read_text())
+    results = report["results"]
+    # per-load figures are repeated on each of the load's cases: count each load once
+    loads = {(r["runner"], r["info"].get("load_seconds"), r["info"].get("worker_start_seconds")): r["info"]
+             for r in results if r["info"]}
+    ref_run = sum((x.get("run_seconds") or 0) for x in report["references"])
+    return {
+        "mode": mode, "exit_code": proc.returncode, "wall_seconds": wall,
+        "comparisons": len(results), "passed_or_expected": sum(r["status"] in ("pass", "xfail") for r in results),
+        "phases": {
+            "worker_start_s": sum((i.get("worker_start_seconds") or 0) + (i.get("import_seconds") or 0)
+                                  for i in loads.values()),
+            "engine_start_and_model_load_s": sum((i.get("load_seconds") or 0) for i in loads.values()),
+            "forward_s": sum((r["run_seconds"] or 0) for r in results) + ref_run,
+            "plan_and_model_build_s": report["phases"].get("plan_seconds"),
+            "compare_and_report_s": report["phases"].get("compare_seconds"),
+            "loads": len(loads),
+        },
+        "peak_rss_mb": report.get("peak_rss_mb", {}),
+        "report": str(out / "report.json"),
+    }
+
+
+def identical_outputs(a: Path, b: Path) -> dict:
+    """Max abs difference between the outputs of two runs of the same cases."""
+    ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
+    outs_b = {(r["case_id"], r["runner"]): r["output"] for r in rb["results"]}
+    worst, compared = 0.0, 0
+    for r in ra["results"]:
+        other = outs_b.get((r["case_id"], r["runner"]))
+        if not (r["output"] and other):
+            continue
+        xa, _ = load_items(Path(r["output"]))
+        xb, _ = load_items(Path(other))
+        worst = max(worst, max(float(np.abs(p.astype(np.float64) - q).max(initial=0.0)) for p, q in zip(xa, xb)))
+        compared += 1
+    return {"compared": compared, "max_abs_difference": worst, "identical": compared > 0 and worst == 0.0}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", default="runs/bench")
+    ap.add_argument("--modes", nargs="*", default=list(MODES), choices=list(MODES))
+    args = ap.parse_args()
+    out = ROOT / args.out
+    runs: dict[str, list[dict]] = {m: [] for m in args.modes}
+    for i in range(args.repeat):
+        for mode in args.modes:
+            r = run_once(mode, MODES[mode], out / f"{mode}-{i}")
+            runs[mode].append(r)
+            print(f"[{i + 1}/{args.repeat}] {mode}: {r['wall_seconds']:.1f} s, exit {r['exit_code']}, "
+                  f"{r['passed_or_expected']}/{r['comparisons']} pass/xfail", flush=True)
+    med = {m: statistics.median(x["wall_seconds"] for x in rs) for m, rs in runs.items() if rs}
+    summary = {"median_wall_seconds": med, "repeat": args.repeat, "runs": runs}
+    if "a_subset" in med and "b_subset_naive" in med:
+        summary["ratio_b_over_a_subset"] = med["b_subset_naive"] / med["a_subset"]
+        summary["outputs_a_subset_vs_b_naive"] = identical_outputs(
+            Path(runs["a_subset"][0]["report"]), Path(runs["b_subset_naive"][0]["report"]))
+    if "a_default_matrix" in med and "c_default_matrix_golden" in med:
+        summary["ratio_a_over_c"] = med["a_default_matrix"] / med["c_default_matrix_golden"]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(summary, indent=2))
+    print("\nmode                       median wall  w.start  engine+load  forward  compare  loads  peak RSS (harness / worker)")
+    for m, rs in runs.items():
+        p = rs[0]["phases"]
+        rss = rs[0]["peak_rss_mb"]
+        print(f"{m:26s} {med[m]:10.1f} s {p['worker_start_s']:8.1f} {p['engine_start_and_model_load_s']:12.1f} "
+              f"{p['forward_s']:8.1f} {p['compare_and_report_s'] or 0:8.2f} {p['loads']:6d}  "
+              f"{rss.get('harness', 0):.0f} / {rss.get('largest_worker', 0):.0f} MB")
+    for k in ("ratio_b_over_a_subset", "ratio_a_over_c"):
+        if k in summary:
+            print(f"{k}: {summary[k]:.2f}")
+    if "outputs_a_subset_vs_b_naive" in summary:
+        print(f"outputs (a') vs (b): {summary['outputs_a_subset_vs_b_naive']}")
+    print(f"figures: {out / 'bench.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -118,10 +118,21 @@ def _resolve_hf_cache(src: HubCacheModel) -> Path:
         ) from None
 
 
+class UnsafePath(ValueError):
+    """A matrix path points outside the project and the cache, and absolute paths are not allowed."""
+
+
 def _resolve_local(src: LocalModel, base: Path) -> Path:
-    path = Path(os.path.expanduser(src.path))
-    if not path.is_absolute():
-        path = (base / path).resolve()
+    """Relative paths resolve against the matrix's folder and must stay inside the project (the
+    matrix folder's parent) or the harness cache; anything else, absolute paths included, needs
+    PARITY_ALLOW_ABSOLUTE_PATHS=1, so a matrix from a pull request cannot read arbitrary folders."""
+    raw = Path(src.path)
+    path = (base / raw).resolve() if not raw.is_absolute() else raw.resolve()
+    allowed = (Path(base).resolve().parent, cache_root().resolve())
+    inside = any(path == root or root in path.parents for root in allowed)
+    if not inside and os.environ.get("PARITY_ALLOW_ABSOLUTE_PATHS") != "1":
+        raise UnsafePath(f"local model path {src.path!r} resolves to {path}, outside the project "
+                         f"({allowed[0]}) and the cache ({allowed[1]}); set PARITY_ALLOW_ABSOLUTE_PATHS=1 to allow it")
     if not path.is_dir():
         raise ModelUnavailable(f"local model folder {path} does not exist")
     return path

@@ -159,6 +159,9 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
             f"| `{r.case_id}` | {r.runner_label} | **{r.status}** | {metrics_cell(r)} | "
             f"{t:.1f} s | {_md_escape(reason)} |"
         )
+    remote = sorted({r.case_id for r in report.results if r.model.get("trust_remote_code")})
+    if remote:
+        lines += ["", "⚠️ `trust_remote_code` was opted into by: " + ", ".join(f"`{c}`" for c in remote)]
     expected = [r for r in rows if r.status == "xfail"]
     if expected:
         lines += ["", "### Expected divergences (recorded in the matrix; they do not fail the gate)", "",

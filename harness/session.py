@@ -75,6 +75,7 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
         model_info = ({"description": model.description, "fingerprint": model.fingerprint, "path": str(model.path)}
                       if not isinstance(model, ModelProblem) else {"problem": model.reason})
         model_info["hub_id"] = case.hub_id
+        model_info["trust_remote_code"] = case.trust_remote_code  # opted into per case, shown
         inputs = input_set(case.inputs)
         ref = outcomes.get((case.variant_of or case.id, REFERENCE_RUNNER))
         if case.variant_of is None and (ref is not None or REFERENCE_RUNNER in plan.runners_of(case)):

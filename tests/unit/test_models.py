@@ -89,3 +89,35 @@ def test_shipped_minilm_resolves_with_stable_fingerprint(tmp_path):
 def test_spec_dir_depends_on_spec():
     other = SPEC.model_copy(update={"seed": 4})
     assert spec_dir(SPEC) != spec_dir(other)
+
+
+def test_matrix_paths_cannot_escape_project_or_cache(tmp_path, monkeypatch):
+    from harness.matrix import LocalModel
+    from harness.models import UnsafePath
+
+    project = tmp_path / "project"
+    (project / "matrices").mkdir(parents=True)
+    (project / "models" / "m").mkdir(parents=True)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    monkeypatch.setenv("PARITY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PARITY_ALLOW_ABSOLUTE_PATHS", raising=False)
+    base = project / "matrices"
+    with pytest.raises(ModelUnavailable, match="no \\*.safetensors"):  # inside: allowed (then no weights)
+        resolve(LocalModel(source="local", path="../models/m"), base)
+    for bad in ("../../elsewhere", str(outside), "/etc"):
+        with pytest.raises(UnsafePath, match="outside the project"):
+            resolve(LocalModel(source="local", path=bad), base)
+    monkeypatch.setenv("PARITY_ALLOW_ABSOLUTE_PATHS", "1")
+    with pytest.raises(ModelUnavailable, match="no \\*.safetensors"):
+        resolve(LocalModel(source="local", path=str(outside)), base)
+
+
+def test_no_pickle_in_the_harness():
+    """Stored data is safetensors + JSON; nothing loads pickles."""
+    from tests.conftest import ROOT
+
+    for path in (ROOT / "harness").rglob("*.py"):
+        text = path.read_text()
+        assert "import pickle" not in text and "pickle.load" not in text, path
+        assert "torch.load(" not in text or "weights_only=True" in text, path

@@ -82,6 +82,7 @@ def fingerprint(model_dir: Path) -> str:
             cfg.pop(k, None)
         h.update(json.dumps(cfg, sort_keys=True).encode())
     extra = [model_dir / f for f in _TOKENIZER_FILES + _ST_FILES]
+    extra += sorted(model_dir.glob("*.py"))  # remote code a case may opt into
     extra += sorted(model_dir.glob("[0-9]_*/config.json"))
     for f in extra:
         if f.exists():

@@ -42,11 +42,77 @@ class BertColBERT(torch.nn.Module):
         return torch.nn.functional.normalize(self.linear(hidden), dim=-1)
 
 
+class _JinaLayer(torch.nn.Module):
+    def __init__(self, h: int, inter: int):
+        super().__init__()
+        self.mixer = torch.nn.Module()
+        self.mixer.Wqkv = torch.nn.Linear(h, 3 * h)
+        self.mixer.out_proj = torch.nn.Linear(h, h)
+        self.norm1 = torch.nn.LayerNorm(h)
+        self.mlp = torch.nn.Module()
+        self.mlp.fc1 = torch.nn.Linear(h, inter)
+        self.mlp.fc2 = torch.nn.Linear(inter, h)
+        self.norm2 = torch.nn.LayerNorm(h)
+
+
+def _rotate_neox(x: torch.Tensor, base: float) -> torch.Tensor:
+    """GPT-NeoX (non-interleaved) rotary embedding over the full head dim; x is [heads, n, hd]."""
+    hd, n = x.shape[-1], x.shape[-2]
+    inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    f = torch.outer(torch.arange(n, dtype=torch.float32), inv)
+    cos, sin = torch.cat([f.cos(), f.cos()], -1).to(x.dtype), torch.cat([f.sin(), f.sin()], -1).to(x.dtype)
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+class JinaColBERT(torch.nn.Module):
+    """Jina ColBERT (`ColBERTJinaRobertaModel`): XLM-RoBERTa in Jina's flash layout (fused Wqkv,
+    rotary positions, post-LayerNorm blocks), a bias-free `linear` projection, per-token L2.
+    Written from the published architecture, since Jina's modeling code is remote code."""
+
+    projection_dim = 32
+
+    def __init__(self, config: transformers.PretrainedConfig):
+        super().__init__()
+        self.config = config
+        h = config.hidden_size
+        self.roberta = torch.nn.Module()
+        self.roberta.embeddings = torch.nn.Module()
+        self.roberta.embeddings.word_embeddings = torch.nn.Embedding(config.vocab_size, h)
+        self.roberta.embeddings.token_type_embeddings = torch.nn.Embedding(config.type_vocab_size, h)
+        self.roberta.emb_ln = torch.nn.LayerNorm(h, eps=config.layer_norm_eps)
+        self.roberta.encoder = torch.nn.Module()
+        self.roberta.encoder.layers = torch.nn.ModuleList(
+            _JinaLayer(h, config.intermediate_size) for _ in range(config.num_hidden_layers))
+        self.linear = torch.nn.Linear(h, self.projection_dim, bias=False)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+        import torch.nn.functional as F
+
+        if input_ids.shape[0] != 1 or (attention_mask is not None and not bool(attention_mask.all())):
+            raise ValueError("JinaColBERT reference takes one unpadded sequence at a time")
+        cfg, h = self.config, self.config.hidden_size
+        nh, eps = cfg.num_attention_heads, cfg.layer_norm_eps
+        hd = h // nh
+        emb = self.roberta.embeddings
+        x = emb.word_embeddings(input_ids[0]) + emb.token_type_embeddings.weight[0]
+        x = F.layer_norm(x, (h,), self.roberta.emb_ln.weight, self.roberta.emb_ln.bias, eps)
+        for layer in self.roberta.encoder.layers:
+            q, k, v = (z.view(-1, nh, hd).transpose(0, 1) for z in layer.mixer.Wqkv(x).split(h, -1))
+            q, k = _rotate_neox(q, cfg.rotary_emb_base), _rotate_neox(k, cfg.rotary_emb_base)
+            a = F.scaled_dot_product_attention(q, k, v).transpose(0, 1).reshape(-1, h)
+            x = F.layer_norm(x + layer.mixer.out_proj(a), (h,), layer.norm1.weight, layer.norm1.bias, eps)
+            m = layer.mlp.fc2(F.gelu(layer.mlp.fc1(x)))
+            x = F.layer_norm(x + m, (h,), layer.norm2.weight, layer.norm2.bias, eps)
+        return F.normalize(self.linear(x), dim=-1).unsqueeze(0)
+
+
 # architecture name -> (module class, num_labels vLLM forces for it, or None)
 REFERENCE_ARCHS: dict[str, tuple[type[torch.nn.Module], int | None]] = {
     "Qwen2ForRewardModel": (Qwen2RewardModel, 1),
     "Qwen2ForProcessRewardModel": (Qwen2RewardModel, 2),
     "HF_ColBERT": (BertColBERT, None),
+    "ColBERTJinaRobertaModel": (JinaColBERT, None),
 }
 
 

@@ -240,7 +240,9 @@ def _colbert_encoder(runner: HFRunner):
     d = Path(runner.req.model_dir)
     arch = json.loads((d / "config.json").read_text())["architectures"][0]
     tok = runner.tokenizer()
-    if arch == "HF_ColBERT":
+    from harness.refmodels import REFERENCE_ARCHS
+
+    if arch in REFERENCE_ARCHS:
         model = _reference_model(runner)
         forward = lambda enc: model(**enc)[0]  # noqa: E731
     else:

@@ -48,26 +48,22 @@ def _short_texts() -> tuple[Item, ...]:
     return tuple(_texts())
 
 
-def _long_texts() -> tuple[Item, ...]:
-    # seeded word salad of 40..90 words: long enough to exercise many positions
-    rng = np.random.default_rng(20261129)
+def _word_salad(seed: int, low: int, high: int, count: int = 8) -> tuple[Item, ...]:
+    """`count` seeded word sequences of low..high words from the shipped word list."""
+    rng = np.random.default_rng(seed)
     words = _words()
-    out = []
-    for _ in range(8):
-        n = int(rng.integers(40, 90))
-        out.append(" ".join(words[i] for i in rng.integers(0, len(words), n)) + ".")
-    return tuple(out)
+    return tuple(" ".join(words[i] for i in rng.integers(0, len(words), int(rng.integers(low, high)))) + "."
+                 for _ in range(count))
+
+
+def _long_texts() -> tuple[Item, ...]:
+    # 40..90 words: long enough to exercise many positions (and ModernBERT's sliding window)
+    return _word_salad(20261129, 40, 90)
 
 
 def _overlong_texts() -> tuple[Item, ...]:
     # 150..250 words: longer than the synthetic models' context, for truncation checks
-    rng = np.random.default_rng(11)
-    words = _words()
-    out = []
-    for _ in range(8):
-        n = int(rng.integers(150, 250))
-        out.append(" ".join(words[i] for i in rng.integers(0, len(words), n)) + ".")
-    return tuple(out)
+    return _word_salad(11, 150, 250)
 
 
 def _query_document_pairs() -> tuple[Item, ...]:

@@ -85,6 +85,17 @@ def _bytes_to_unicode() -> dict[int, str]:
     return dict(zip(bs, map(chr, cs)))
 
 
+def _add_merge_chain(symbols: list[str], vocab: dict[str, int], merges: list[tuple[str, str]]) -> None:
+    """Merge `symbols` left to right into one token, adding each new merge and token once."""
+    cur = symbols[0]
+    for sym in symbols[1:]:
+        nxt = cur + sym
+        if nxt not in vocab:
+            vocab[nxt] = len(vocab)
+            merges.append((cur, sym))
+        cur = nxt
+
+
 def _qwen_vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
     """Byte-level BPE without training: a merge chain per word (space-prefixed forms first)."""
     b2u = _bytes_to_unicode()
@@ -96,13 +107,7 @@ def _qwen_vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
             if form not in words:
                 words.append(form)
     for form in ["\u0120" + w for w in words] + words:
-        cur = form[0]
-        for ch in form[1:]:
-            nxt = cur + ch
-            if nxt not in vocab:
-                vocab[nxt] = len(vocab)
-                merges.append((cur, ch))
-            cur = nxt
+        _add_merge_chain(list(form), vocab, merges)
     for tok in _QWEN_SPECIALS:
         vocab[tok] = len(vocab)
     return vocab, merges
@@ -208,14 +213,7 @@ def _clip_vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
         if len(w) > 1 and w not in words:
             words.append(w)
     for w in words:
-        symbols = list(w[:-1]) + [w[-1] + "</w>"]
-        cur = symbols[0]
-        for sym in symbols[1:]:
-            nxt = cur + sym
-            if nxt not in vocab:
-                vocab[nxt] = len(vocab)
-                merges.append((cur, sym))
-            cur = nxt
+        _add_merge_chain(list(w[:-1]) + [w[-1] + "</w>"], vocab, merges)
     for tok in _CLIP_SPECIALS:
         vocab[tok] = len(vocab)
     return vocab, merges

@@ -95,7 +95,7 @@ def test_two_shards_merged_equal_the_unsharded_run(tmp_path):
                       for r in report["results"])
 
     merged, whole = key(tmp_path / "merged" / "report.json"), key(tmp_path / "all" / "report.json")
-    assert merged == whole and len(whole) == 4
+    assert merged == whole and len(whole) >= 4
     s1 = {r[0] for r in key(tmp_path / "s1" / "report.json")}
     s2 = {r[0] for r in key(tmp_path / "s2" / "report.json")}
     assert s1 and s2 and not s1 & s2

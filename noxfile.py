@@ -72,4 +72,4 @@ def bench(session: nox.Session) -> None:
 @nox.session(python=PYTHON, default=False)
 def lint(session: nox.Session) -> None:
     session.install("ruff")
-    session.run("ruff", "check", "harness", "tests", "noxfile.py", *session.posargs)
+    session.run("ruff", "check", "harness", "tests", "benchmarks", "noxfile.py", *session.posargs)

@@ -1,5 +1,3 @@
-import numpy as np
-
 from harness.execute import RunOutcome
 from harness.outputs import save_items
 from harness.session import verdict_for

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -32,6 +33,15 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cases", "-k", nargs="*", metavar="GLOB", help="only cases whose id matches a glob")
     p.add_argument("--runners", "-r", nargs="*", choices=RUNNER_NAMES, metavar="RUNNER",
                    help=f"only these runners ({', '.join(RUNNER_NAMES)}); hf runs as reference whenever needed")
+
+
+@contextmanager
+def progress_bar(name: str, total: int):
+    """A progress bar on stderr; yields the callback the executor reports to."""
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=err) as bar:
+        task = bar.add_task(name, total=total, last="")
+        yield lambda msg, outcome: bar.update(task, advance=1 if outcome is not None else 0, last=msg[:80])
 
 
 def print_table(report: Report, console: Console = out) -> None:
@@ -92,13 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     total = sum(len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"])
                 for c in expand_checks(cases))
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=err, transient=False) as bar:
-        task = bar.add_task("parity", total=total, last="")
-
-        def progress(msg: str, outcome) -> None:
-            bar.update(task, advance=1 if outcome is not None else 0, last=msg[:80])
-
+    with progress_bar("parity", total) as progress:
         report = run_cases(matrix, cases, run_dir, platform, runners=args.runners, dtype=args.dtype,
                            jobs=args.jobs, timeouts=Timeouts(case=args.case_timeout, load=args.load_timeout),
                            progress=progress, against=args.against, golden_dir=Path(args.golden_dir),
@@ -139,12 +143,10 @@ def cmd_mteb(args: argparse.Namespace) -> int:
     platform = Platform(args.device or detect_device())
     run_dir = Path(args.out or f"runs/mteb-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
     total = sum(len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"]) for c in cases)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=err) as bar:
-        task = bar.add_task("mteb", total=total, last="")
+    with progress_bar("mteb", total) as progress:
         report = mteb_session(matrix, cases, run_dir, platform, Path(args.golden_dir), runners=args.runners,
                               record_expected=args.record_expected, shuffle_seed=args.shuffle_seed,
-                              progress=lambda msg, o: bar.update(task, advance=1 if o is not None else 0, last=msg[:80]))
+                              progress=progress)
     paths = write_all(report, run_dir)
     extra = mteb_report.write(report, run_dir)
     out.print(mteb_report.to_markdown(report), markup=False, highlight=False)

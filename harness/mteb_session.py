@@ -17,7 +17,7 @@ from harness.matrix import REFERENCE_RUNNER, Case, Matrix
 from harness.plan import ModelProblem, build_plan
 from harness.platform import Platform
 from harness.report import MetricOut, ReferenceResult, Report, Result
-from harness.session import _git_commit, _now
+from harness.session import _now, execute, new_report
 
 EXPECTED_DIR = "mteb"  # under the golden folder: golden/mteb/<case>.json
 
@@ -71,12 +71,7 @@ def mteb_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Pla
     cases = [c for c in cases if c.mteb_tasks]
     started, t0 = _now(), time.perf_counter()
     plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners)
-    executor = Executor(plan, run_dir, progress=progress, make_request=_request(shuffle_seed))
-    partial = ""
-    try:
-        outcomes = executor.run()
-    except KeyboardInterrupt:
-        outcomes, partial = executor.outcomes, "interrupted (Ctrl-C)"
+    outcomes, partial = execute(Executor(plan, run_dir, progress=progress, make_request=_request(shuffle_seed)))
     results: list[Result] = []
     refs: list[ReferenceResult] = []
     for case in plan.cases:
@@ -97,12 +92,8 @@ def mteb_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Pla
             for task in case.mteb_tasks:
                 results.append(_task_result(case, runner, task, tol, got_out, got, ref, expected, model, plan.platform,
                                             record_expected))
-    return Report(
-        harness_version=__version__, git_commit=_git_commit(), matrix=matrix.path,
-        matrix_sha256=__import__("hashlib").sha256(Path(matrix.path).read_bytes()).hexdigest(),
-        device=platform.device, started=started, finished=_now(), wall_seconds=time.perf_counter() - t0,
-        partial=bool(partial), partial_reason=partial, results=results, references=refs,
-    )
+    return new_report(matrix, platform.device, started, time.perf_counter() - t0, partial,
+                      results=results, references=refs)
 
 
 def _task_result(case: Case, runner: str, task: str, tol: float | None, got_out: RunOutcome | None,

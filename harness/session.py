@@ -35,6 +35,23 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def execute(executor: Executor) -> tuple[dict[tuple[str, str], RunOutcome], str]:
+    """(outcomes, partial reason). Ctrl-C keeps the outcomes so far and marks the report partial."""
+    try:
+        return executor.run(), ""
+    except KeyboardInterrupt:
+        return executor.outcomes, "interrupted (Ctrl-C): cases not reached are reported as errors"
+
+
+def new_report(matrix: Matrix, device: str, started: str, wall: float, partial: str = "", **fields) -> Report:
+    """A report with the provenance every report carries (versions, git commit, matrix hash)."""
+    return Report(
+        harness_version=__version__, git_commit=_git_commit(), command=list(sys.argv), matrix=matrix.path,
+        matrix_sha256=hashlib.sha256(Path(matrix.path).read_bytes()).hexdigest(), device=device,
+        started=started, finished=_now(), wall_seconds=wall, partial=bool(partial), partial_reason=partial, **fields,
+    )
+
+
 def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got: RunOutcome | None) -> Verdict:
     """Turn a case's reference and runner outcomes into a verdict. Never `pass` without a comparison."""
     if got is None:
@@ -102,13 +119,8 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
                 info=got.info if got else {}, load_seconds=got.load_seconds if got else None,
                 run_seconds=got.run_seconds if got else None, output=got.output if got else None,
             ))
-    return Report(
-        harness_version=__version__, git_commit=_git_commit(), command=list(sys.argv),
-        matrix=matrix.path, matrix_sha256=hashlib.sha256(Path(matrix.path).read_bytes()).hexdigest(),
-        device=plan.platform.device, started=started, finished=_now(), wall_seconds=wall,
-        partial=bool(partial_reason), partial_reason=partial_reason, results=results, references=references,
-        audit=audit,
-    )
+    return new_report(matrix, plan.platform.device, started, wall, partial_reason,
+                      results=results, references=references, audit=audit)
 
 
 def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], RunOutcome]:
@@ -116,10 +128,8 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
     out: dict[tuple[str, str], RunOutcome] = {}
     for case in plan.cases:
         model = plan.models[case.id]
-        if isinstance(model, ModelProblem):
-            continue
-        if case.variant_of is not None:
-            continue  # a derived check case is held to its base case's golden
+        if isinstance(model, ModelProblem) or case.variant_of is not None:
+            continue  # nothing to compare, or a derived check case (held to its base case's golden)
         try:
             g = golden.read(golden_dir, case.id)
             golden.check_matches(g, case.id, model.fingerprint, input_set(case.inputs).sha256)
@@ -146,12 +156,7 @@ def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platfo
                       with_reference=against == "hf", one_load_per_case=naive)
     t_plan = time.perf_counter()
     executor = Executor(plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress, fresh_worker_per_load=naive)
-    partial = ""
-    try:
-        outcomes = executor.run()
-    except KeyboardInterrupt:
-        outcomes = executor.outcomes
-        partial = "interrupted (Ctrl-C): cases not reached are reported as errors"
+    outcomes, partial = execute(executor)
     t_exec = time.perf_counter()
     if against == "golden":
         outcomes = {**outcomes, **golden_references(plan, Path(golden_dir or "golden"))}
@@ -181,12 +186,7 @@ def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: P
         raise ValueError(f"mode must be record, verify or update, got {mode!r}")
     started, t0 = _now(), time.perf_counter()
     plan = build_plan(cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER])
-    executor = Executor(plan, run_dir, timeouts=timeouts, progress=progress)
-    partial = ""
-    try:
-        outcomes = executor.run()
-    except KeyboardInterrupt:
-        outcomes, partial = executor.outcomes, "interrupted (Ctrl-C)"
+    outcomes, partial = execute(Executor(plan, run_dir, timeouts=timeouts, progress=progress))
     results = []
     for case in plan.cases:
         ref = outcomes.get((case.id, REFERENCE_RUNNER))
@@ -199,12 +199,7 @@ def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: P
             info=ref.info if ref else {}, run_seconds=ref.run_seconds if ref else None,
             model={"fingerprint": getattr(model, "fingerprint", None), "hub_id": case.hub_id},
         ))
-    return Report(
-        harness_version=__version__, git_commit=_git_commit(), command=list(sys.argv), matrix=matrix.path,
-        matrix_sha256=hashlib.sha256(Path(matrix.path).read_bytes()).hexdigest(), device=platform.device,
-        started=started, finished=_now(), wall_seconds=time.perf_counter() - t0, partial=bool(partial),
-        partial_reason=partial, results=results,
-    )
+    return new_report(matrix, platform.device, started, time.perf_counter() - t0, partial, results=results)
 
 
 def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golden_dir: Path, mode: str):
@@ -240,7 +235,4 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
 
 def empty_report(matrix: Matrix, device: str) -> Report:
     """The report of a shard that received no case."""
-    now = _now()
-    return Report(harness_version=__version__, git_commit=_git_commit(), command=list(sys.argv), matrix=matrix.path,
-                  matrix_sha256=hashlib.sha256(Path(matrix.path).read_bytes()).hexdigest(), device=device,
-                  started=now, finished=now, wall_seconds=0.0)
+    return new_report(matrix, device, _now(), 0.0)

@@ -12,7 +12,7 @@ from typing import Callable, Union
 import numpy as np
 
 DATA = Path(__file__).parent / "data"
-Item = Union[str, tuple[str, str], dict]  # text, (query, document), or {"image": "<set>/<i>"}
+Item = Union[str, tuple, dict]  # text, (query, document), or {"image": "<set>/<i>"} (also as a document)
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,8 @@ class InputSet:
     @property
     def sha256(self) -> str:
         payload = json.dumps({"name": self.name, "version": self.version, "items": self.items})
-        refs = [it["image"] for it in self.items if isinstance(it, dict) and "image" in it]
+        parts = [x for it in self.items for x in (it if isinstance(it, tuple) else (it,))]
+        refs = [x["image"] for x in parts if isinstance(x, dict) and "image" in x]
         if refs:  # images are hashed over their pixels, not over their references
             from harness.images import pixels_sha256
 
@@ -98,6 +99,20 @@ def _texts_and_images() -> tuple[Item, ...]:
     return tuple(x for pair in zip(texts, images) for x in pair)
 
 
+def _query_image_pairs() -> tuple[Item, ...]:
+    # each text query meets 4 images: the one it describes first, then 3 others (rankings are checked)
+    queries = ["a smooth colour gradient", "black and white checkerboard squares", "a red circle and a green box",
+               "a blue triangle crossed by a line", "the word cat in black letters", "yellow digits on dark blue"]
+    described = [0, 3, 4, 5, 6, 7]
+    rng = np.random.default_rng(5)
+    images = _images()
+    pairs = []
+    for q, own in zip(queries, described):
+        others = rng.choice([j for j in range(len(images)) if j != own], 3, replace=False)
+        pairs += [(q, images[j]) for j in [own, *others]]
+    return tuple(pairs)
+
+
 _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "short-texts": (1, _short_texts),
     "long-texts": (1, _long_texts),
@@ -106,6 +121,7 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "math-steps": (1, _math_steps),
     "synthetic-images": (1, _images),
     "texts-and-images": (1, _texts_and_images),
+    "query-image-pairs": (1, _query_image_pairs),
 }
 INPUT_SET_NAMES = tuple(sorted(_SETS))
 

@@ -107,6 +107,16 @@ class Divergence(_Strict):
     error_match: str | None = None
 
 
+class KnownSkip(_Strict):
+    """A runner that cannot run this case in some environments, for a known reason: when it fails
+    with an error containing `error_match`, the verdict is skip (with the exact error), not error.
+    Any other error stays an error, and where it runs, it is compared as usual."""
+
+    runners: list[RunnerName]
+    error_match: str = Field(min_length=1)
+    reason: str
+
+
 class Case(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._@-]*$")
     family: str
@@ -121,6 +131,7 @@ class Case(_Strict):
     engine: dict[str, Any] = Field(default_factory=dict)  # extra vLLM engine kwargs
     hf: dict[str, Any] = Field(default_factory=dict)  # extra reference-recipe options
     divergence: Divergence | None = None
+    skip_if_error: KnownSkip | None = None
     # the model runner vLLM should choose when left to decide (the `vllm-auto` runner); a case
     # where the live engine chose another fails the default-runner audit
     expected_auto_runner: Literal["v1", "v2"] | None = None

@@ -57,6 +57,9 @@ def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got
     if got is None:
         return Verdict("error", "not run (the run was interrupted or the worker never reached it)")
     if got.status != "ok":
+        known = case.skip_if_error
+        if got.status == "error" and known and runner in known.runners and known.error_match in got.reason:
+            return Verdict("skip", f"{got.reason} ({known.reason})")
         return apply_divergence(case, runner, Verdict(got.status, got.reason))
     variant = runner.split("-", 1)[1] if runner.startswith("vllm-") else None
     actual = got.info.get("actual_runner")

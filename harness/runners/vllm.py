@@ -127,12 +127,13 @@ class VllmRunner:
         if task == "classify":
             return [np.asarray(o.outputs.probs, dtype=np.float32) for o in self.llm.classify(items, **kw)]
         if task == "score":
-            outs = self.llm.score([q for q, _ in items], [d for _, d in items], **kw)
+            outs = self.llm.score([_score_input(q) for q, _ in items], [_score_input(d) for _, d in items], **kw)
             return [np.asarray([o.outputs.score], dtype=np.float32) for o in outs]
         if task in ("token_classify", "token_embed", "reward", "step_reward"):
             # vLLM has no `reward` task: reward models and PRMs are served as token_classify
             pooling_task = "token_classify" if task in ("reward", "step_reward") else task
-            return [_to_numpy(o.outputs.data) for o in self.llm.encode(items, pooling_task=pooling_task, **kw)]
+            prompts = [_prompt(it) for it in items]
+            return [_to_numpy(o.outputs.data) for o in self.llm.encode(prompts, pooling_task=pooling_task, **kw)]
         raise ValueError(f"the vllm runner does not implement task {task!r}")
 
     def unload(self) -> None:
@@ -153,6 +154,22 @@ def _prompt(item):
     if is_image(item):
         return {"prompt": "", "multi_modal_data": {"image": image(item["image"])}}
     return item
+
+
+def _score_input(item):
+    """A text as is; an image as a score content part (a lossless PNG data URL: vLLM's score API
+    takes images as `image_url` parts)."""
+    import base64
+    import io
+
+    from harness.images import image, is_image
+
+    if not is_image(item):
+        return item
+    buf = io.BytesIO()
+    image(item["image"]).save(buf, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return {"content": [{"type": "image_url", "image_url": {"url": url}}]}
 
 
 def _to_numpy(data) -> np.ndarray:

@@ -119,3 +119,19 @@ def test_pytest_update_golden_rewrites_only_selected_goldens(tmp_path):
     manifest = json.loads((golden / "bert-tiny-mean-embed" / "manifest.json").read_text())
     assert not manifest["recorded"].startswith("old-")
     assert (golden / "minilm-l6-embed" / "manifest.json").read_text() == before
+
+
+def test_colpali_preprocessing_fault_fails_the_golden_gate(tmp_path):
+    """The ColPali gate that runs on CPU (HF against its committed golden) catches a real fault."""
+    import shutil
+
+    case = "colpali-image-wrong-mean-std-fault"
+    shutil.copytree(ROOT / "golden" / "colpali-tiny-token-embed", tmp_path / "golden" / case)
+    proc = parity("golden", "verify", "--matrix", str(DATA / "colpali-fault.yaml"),
+                  "--golden-dir", str(tmp_path / "golden"), "--out", str(tmp_path / "run"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [result] = json.loads((tmp_path / "run" / "report.json").read_text())["results"]
+    assert result["case_id"] == case and result["status"] == "fail", result
+    failed = {m["name"]: m["value"] for m in result["metrics"] if not m["ok"]}
+    assert "max_abs" in failed and failed["max_abs"] > 1e-2, result
+    assert f"FAIL {case}" in proc.stdout

@@ -1,0 +1,20 @@
+from harness import images
+from harness.inputs import input_set, query_groups
+
+
+def test_image_documents_are_hashed_over_their_pixels(monkeypatch):
+    pairs = input_set("query-image-pairs")
+    assert pairs.pairs and all(isinstance(q, str) and images.is_image(d) for q, d in pairs.items)
+    before = pairs.sha256
+    real = images.synthetic_images()
+    changed = (real[0].point(lambda v: 255 - v),) + real[1:]
+    monkeypatch.setattr(images, "synthetic_images", lambda: changed)
+    assert pairs.sha256 != before  # same references, other pixels
+
+
+def test_query_image_pairs_group_by_query_with_the_described_image_first():
+    items = input_set("query-image-pairs").items
+    groups = query_groups(items)
+    assert len(groups) == 6 and all(len(g) == 4 for g in groups)
+    assert [items[g[0]][1]["image"] for g in groups] == [f"synthetic-images/{i}" for i in (0, 3, 4, 5, 6, 7)]
+    assert all(len({items[i][1]["image"] for i in g}) == 4 for g in groups)

@@ -107,12 +107,53 @@ class JinaColBERT(torch.nn.Module):
         return F.normalize(self.linear(x), dim=-1).unsqueeze(0)
 
 
+class JinaVLRanker(torch.nn.Module):
+    """jina-reranker-m0 (`JinaVLForRanking`): Qwen2-VL (vision tower + M-RoPE decoder), then
+    `score = Linear(h, h) -> ReLU -> Linear(h, 1)` on the last token's final hidden state. The
+    published checkpoints keep the vision tower at the top level (`visual.*`)."""
+
+    # module name prefix -> checkpoint name prefix (the hub layout, which vLLM's loader expects)
+    checkpoint_prefixes = {"model.visual.": "visual."}
+
+    def __init__(self, config: transformers.PretrainedConfig):
+        super().__init__()
+        self.config = config
+        h = config.text_config.hidden_size
+        self.model = transformers.Qwen2VLModel(config)
+        self.score = torch.nn.Sequential(torch.nn.Linear(h, h), torch.nn.ReLU(), torch.nn.Linear(h, 1))
+
+    def forward(self, input_ids, pixel_values=None, image_grid_thw=None):
+        if input_ids.shape[0] != 1:
+            raise ValueError("JinaVLRanker reference takes one sequence at a time")
+        kw = {}
+        if pixel_values is not None:
+            image_token = self.config.image_token_id
+            kw = dict(pixel_values=pixel_values, image_grid_thw=image_grid_thw,
+                      mm_token_type_ids=(input_ids == image_token).long())
+        self.model.rope_deltas = None  # Qwen2VLModel caches M-RoPE offsets between calls
+        hidden = self.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), **kw).last_hidden_state
+        return self.score(hidden[:, -1])
+
+
+def checkpoint_names(cls: type, state: dict) -> dict:
+    """A reference module's state dict under the names its published checkpoints use."""
+    return {_renamed(k, getattr(cls, "checkpoint_prefixes", {})): v for k, v in state.items()}
+
+
+def _renamed(name: str, prefixes: dict[str, str]) -> str:
+    for old, new in prefixes.items():
+        if name.startswith(old):
+            return new + name[len(old):]
+    return name
+
+
 # architecture name -> (module class, num_labels vLLM forces for it, or None)
 REFERENCE_ARCHS: dict[str, tuple[type[torch.nn.Module], int | None]] = {
     "Qwen2ForRewardModel": (Qwen2RewardModel, 1),
     "Qwen2ForProcessRewardModel": (Qwen2RewardModel, 2),
     "HF_ColBERT": (BertColBERT, None),
     "ColBERTJinaRobertaModel": (JinaColBERT, None),
+    "JinaVLForRanking": (JinaVLRanker, 1),
 }
 
 
@@ -125,7 +166,8 @@ def load_reference(model_dir: str, arch: str, dtype: torch.dtype) -> torch.nn.Mo
     cls, _ = REFERENCE_ARCHS[arch]
     config = transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True)
     model = cls(config)
-    state = load_file(str(Path(model_dir) / "model.safetensors"))
+    inverse = {new: old for old, new in getattr(cls, "checkpoint_prefixes", {}).items()}
+    state = {_renamed(k, inverse): v for k, v in load_file(str(Path(model_dir) / "model.safetensors")).items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not k.endswith("_ids")]  # index buffers are rebuilt, not stored
     if missing or unexpected:

@@ -323,6 +323,50 @@ def _colpali_hub_layout(out: Path, spec: SyntheticModel, config) -> None:
     save_file(tensors, str(path), metadata={"format": "pt"})
 
 
+_QWEN_VL_SPECIALS = ["<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
+
+
+def _qwen_vl_vocab() -> dict[str, int]:
+    vocab, _ = _qwen_vocab_and_merges()
+    return {**vocab, **{t: len(vocab) + i for i, t in enumerate(_QWEN_VL_SPECIALS)}}
+
+
+def _qwen_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
+    """Qwen2 byte-level BPE plus the vision specials, and Qwen2-VL's PIL image processor. The
+    combined Qwen2VLProcessor cannot be built without torchvision (its video processor), so its
+    parts are saved with a processor_config.json naming the class."""
+    from transformers import Qwen2Tokenizer
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    vocab, merges = _qwen_vl_vocab(), _qwen_vocab_and_merges()[1]
+    tok = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token=None, bos_token=None, eos_token="<|endoftext|>",
+                         pad_token="<|endoftext|>", model_max_length=config["text_config"]["max_position_embeddings"],
+                         additional_special_tokens=_QWEN_SPECIALS[1:] + _QWEN_VL_SPECIALS)
+    if tok.convert_tokens_to_ids("<|image_pad|>") != config["image_token_id"]:
+        raise RuntimeError("synthetic Qwen2-VL tokenizer: <|image_pad|> id differs from the config's")
+    tok.save_pretrained(out)
+    vision = config["vision_config"]
+    side = vision["patch_size"] * vision["spatial_merge_size"] * 2  # 64x64 images -> 56x56 -> 4 tokens
+    Qwen2VLImageProcessorPil(min_pixels=side * side, max_pixels=4 * side * side, patch_size=vision["patch_size"],
+                             temporal_patch_size=vision["temporal_patch_size"],
+                             merge_size=vision["spatial_merge_size"]).save_pretrained(out)
+    (out / "processor_config.json").write_text(json.dumps({"processor_class": "Qwen2VLProcessor"}, indent=2))
+
+
+def _qwen2_vl_config() -> dict:
+    vocab = _qwen_vl_vocab()
+    text = dict(vocab_size=len(vocab), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512, rms_norm_eps=1e-6,
+                rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [4, 6, 6]},
+                bos_token_id=_QWEN_PAD, eos_token_id=_QWEN_PAD, pad_token_id=_QWEN_PAD,
+                tie_word_embeddings=False, num_labels=1)
+    vision = dict(depth=2, embed_dim=32, hidden_size=64, mlp_ratio=2, num_heads=2, in_channels=3, patch_size=14,
+                  spatial_merge_size=2, temporal_patch_size=2)
+    return dict(text_config=text, vision_config=vision, image_token_id=vocab["<|image_pad|>"],
+                video_token_id=vocab["<|video_pad|>"], vision_start_token_id=vocab["<|vision_start|>"],
+                vision_end_token_id=vocab["<|vision_end|>"], tie_word_embeddings=False, initializer_range=0.2)
+
+
 _XLMR_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # ids 0..4 (the class fixes unk at 3)
 
 
@@ -375,6 +419,10 @@ ARCHS: dict[str, ArchFamily] = {
     "colpali": ArchFamily(
         model_type="colpali", config=_colpali_config(), tokenizer=_colpali_tokenizer_and_processor,
         archs=("ColPaliForRetrieval",), post_build=_colpali_hub_layout,
+    ),
+    "qwen2-vl": ArchFamily(
+        model_type="qwen2_vl", config=_qwen2_vl_config(), tokenizer=_qwen_vl_tokenizer_and_processor,
+        archs=("JinaVLForRanking",),
     ),
     "clip": ArchFamily(
         model_type="clip", config=_clip_config(), tokenizer=_clip_tokenizer_and_processor, archs=("CLIPModel",),
@@ -440,7 +488,7 @@ def build(spec: SyntheticModel, target: Path) -> str:
     import torch
     import transformers
 
-    from harness.refmodels import REFERENCE_ARCHS
+    from harness.refmodels import REFERENCE_ARCHS, checkpoint_names
 
     fam = family_of(spec.arch)
     cfg = {**fam.config, **spec.config}
@@ -467,8 +515,8 @@ def build(spec: SyntheticModel, target: Path) -> str:
             from safetensors.torch import save_file
 
             # index buffers (position_ids, token_type_ids) are not weights: vLLM rejects them
-            save_file({k: v.contiguous() for k, v in model.state_dict().items() if not k.endswith("_ids")},
-                      str(tmp / "model.safetensors"), metadata={"format": "pt"})
+            state = {k: v.contiguous() for k, v in model.state_dict().items() if not k.endswith("_ids")}
+            save_file(checkpoint_names(type(model), state), str(tmp / "model.safetensors"), metadata={"format": "pt"})
             config.save_pretrained(tmp)
         if fam.post_build is not None:
             fam.post_build(tmp, spec, config)

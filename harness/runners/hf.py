@@ -29,6 +29,7 @@ DEFAULT_RECIPE_BY_ARCH = {
     ("CLIPModel", "embed"): "clip-embed",
     ("ColPaliForRetrieval", "token_embed"): "colpali-token-embed",
     ("ColPaliForRetrieval", "score"): "colpali-maxsim",
+    ("JinaVLForRanking", "score"): "jina-vl-rerank",
 }
 
 
@@ -353,3 +354,46 @@ def _colpali_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.nda
     encode, proc = _colpali_encoder(runner, options)
     return [np.asarray([float(proc.score_retrieval([encode(q)], [encode(d)])[0, 0])], dtype=np.float32)
             for q, d in items]
+
+
+# jina-reranker-m0 calibrates its score as sigmoid(logit - 2.65); vLLM records the same constant
+# as JinaVLForSequenceClassificationConfig's pooler_config.logit_mean
+JINA_VL_LOGIT_MEAN = 2.65
+JINA_VL_SCORE_TOKEN = 100  # appended to every prompt (the model's scoring position)
+JINA_VL_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
+
+
+@recipe("jina-vl-rerank")
+def _jina_vl_rerank(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """(query, document) -> sigmoid(score head(last token) - 2.65) over the prompt
+    `**Document**:\n{document}\n**Query**:\n{query}` + token 100, where an image document is the
+    vision placeholder, its image pad expanded to one token per merged patch (grid_t*h*w / merge^2).
+    One pair per forward."""
+    import torch
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    from harness.images import image, is_image
+
+    assert runner.req is not None
+    model = _reference_model(runner)
+    tok = runner.tokenizer()
+    images = runner.loaded("image_processor", lambda: Qwen2VLImageProcessorPil.from_pretrained(
+        runner.req.model_dir, local_files_only=True))
+    pad = model.config.image_token_id
+    out = []
+    with torch.inference_mode():
+        for query, doc in items:
+            kw = {}
+            ids = tok(f"**Document**:\n{JINA_VL_IMAGE if is_image(doc) else doc}\n**Query**:\n{query}",
+                      truncation=bool(options.get("truncate")), max_length=options.get("truncate"))["input_ids"]
+            if is_image(doc):
+                enc = images(images=[image(doc["image"])], return_tensors="pt")
+                n = int(enc["image_grid_thw"][0].prod()) // images.merge_size ** 2
+                i = ids.index(pad)
+                ids = ids[:i] + [pad] * n + ids[i + 1:]
+                kw = {"pixel_values": enc["pixel_values"].to(runner.req.device, model.score[0].weight.dtype),
+                      "image_grid_thw": enc["image_grid_thw"].to(runner.req.device)}
+            input_ids = torch.tensor([ids + [JINA_VL_SCORE_TOKEN]], device=runner.req.device)
+            logit = model(input_ids, **kw)[0, 0].float()
+            out.append(np.asarray([float(torch.sigmoid(logit - JINA_VL_LOGIT_MEAN))], dtype=np.float32))
+    return out

@@ -87,10 +87,17 @@ class VllmRunner:
             "seed": 0,
             **req.engine,
         }
-        self.llm = LLM(
-            model=req.model_dir, runner="pooling", dtype=req.dtype,
-            trust_remote_code=req.trust_remote_code, **kwargs,
-        )
+        try:
+            self.llm = LLM(
+                model=req.model_dir, runner="pooling", dtype=req.dtype,
+                trust_remote_code=req.trust_remote_code, **kwargs,
+            )
+        except Exception as e:
+            cause = _inspection_root_cause(req.model_dir) if "to be inspected" in str(e) else None
+            if cause is None:
+                raise
+            said = next(ln.strip() for ln in str(e).splitlines() if "to be inspected" in ln)
+            raise RuntimeError(f"{said} Root cause: {cause}") from e
         actual, evidence = _actual_runner(self.llm)
         return {
             "actual_runner": actual,
@@ -154,6 +161,28 @@ def _prompt(item):
     if is_image(item):
         return {"prompt": "", "multi_modal_data": {"image": image(item["image"])}}
     return item
+
+
+def _inspection_root_cause(model_dir: str) -> str | None:
+    """vLLM inspects a model's class in a subprocess and reports only "failed to be inspected,
+    check the logs". Import the module here to name the real cause (e.g. a missing package)."""
+    import importlib
+    import json
+    from pathlib import Path
+
+    try:
+        from vllm.model_executor.models.registry import _VLLM_MODELS
+    except ImportError:
+        return None
+    archs = json.loads((Path(model_dir) / "config.json").read_text()).get("architectures") or []
+    for arch in archs:
+        if arch in _VLLM_MODELS:
+            module = f"vllm.model_executor.models.{_VLLM_MODELS[arch][0]}"
+            try:
+                importlib.import_module(module)
+            except Exception as e:  # noqa: BLE001 - this is the diagnosis
+                return f"{type(e).__name__}: {e} (importing {module} for {arch})"
+    return None
 
 
 def _score_input(item):

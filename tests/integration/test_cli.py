@@ -80,6 +80,17 @@ def test_golden_verify_passes_on_committed_goldens(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_multimodal_goldens_hold_where_vllm_cannot_run(tmp_path):
+    """ColPali and the VL reranker: on CPU their gate is HF against the committed goldens (the
+    synthetic checkpoints are rebuilt from scratch, so this also pins the builders)."""
+    proc = parity("golden", "verify", "-k", "colpali-*", "jina-vl-*", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "report.json").read_text())["results"]
+    assert sorted(r["case_id"] for r in results) == ["colpali-tiny-maxsim-score", "colpali-tiny-token-embed",
+                                                     "jina-vl-tiny-image-rerank", "jina-vl-tiny-text-rerank"]
+    assert all(r["status"] == "pass" for r in results)
+
+
 def test_two_shards_merged_equal_the_unsharded_run(tmp_path):
     common = ["--matrix", "matrices/ci.yaml", "--against", "golden", "--runners", "vllm-v1"]
     for name, extra in (("all", []), ("s1", ["--shard", "1/2"]), ("s2", ["--shard", "2/2"])):

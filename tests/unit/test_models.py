@@ -121,3 +121,17 @@ def test_no_pickle_in_the_harness():
         text = path.read_text()
         assert "import pickle" not in text and "pickle.load" not in text, path
         assert "torch.load(" not in text or "weights_only=True" in text, path
+
+
+def test_reference_checkpoint_names_round_trip():
+    """A reference architecture saved under its hub names loads back strictly (JinaVL: visual.*)."""
+    import torch
+
+    from harness.refmodels import JinaVLRanker, _renamed, checkpoint_names
+
+    state = {"model.visual.blocks.0.attn.qkv.weight": torch.zeros(1), "model.language_model.norm.weight": torch.zeros(1),
+             "score.0.weight": torch.zeros(1)}
+    saved = checkpoint_names(JinaVLRanker, state)
+    assert sorted(saved) == ["model.language_model.norm.weight", "score.0.weight", "visual.blocks.0.attn.qkv.weight"]
+    inverse = {new: old for old, new in JinaVLRanker.checkpoint_prefixes.items()}
+    assert {_renamed(k, inverse) for k in saved} == set(state)

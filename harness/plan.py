@@ -4,6 +4,8 @@ that shares its weights and engine settings (so a model loads once per runner)."
 from __future__ import annotations
 
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +54,15 @@ def _load_key(runner: str, case: Case, model: ResolvedModel, dtype: str) -> str:
     return json.dumps([runner, model.fingerprint, dtype, knobs, case.trust_remote_code], sort_keys=True, default=str)
 
 
+def _prepare(src, base_dir: Path) -> ResolvedModel | ModelProblem:
+    try:
+        return resolve(src, base_dir)
+    except ModelUnavailable as e:
+        return ModelProblem("skip", f"model unavailable: {e}")
+    except Exception as e:  # noqa: BLE001 - one broken model never stops the run
+        return ModelProblem("error", f"model could not be prepared: {e}")
+
+
 def build_plan(
     cases: list[Case],
     platform: Platform,
@@ -63,18 +74,11 @@ def build_plan(
 ) -> Plan:
     """Resolve every case's model (building synthetic ones) and group work per runner.
     `one_load_per_case` is the naive layout (a fresh load for every case), for benchmarks."""
-    models: dict[str, ResolvedModel | ModelProblem] = {}
-    by_source: dict[str, ResolvedModel | ModelProblem] = {}
-    for case in cases:
-        key = case.model.model_dump_json()
-        if key not in by_source:
-            try:
-                by_source[key] = resolve(case.model, base_dir)
-            except ModelUnavailable as e:
-                by_source[key] = ModelProblem("skip", f"model unavailable: {e}")
-            except Exception as e:  # noqa: BLE001 - one broken model never stops the run
-                by_source[key] = ModelProblem("error", f"model could not be prepared: {e}")
-        models[case.id] = by_source[key]
+    sources = {case.model.model_dump_json(): case.model for case in cases}
+    # synthetic builds are subprocesses: prepare distinct models side by side, one per core
+    with ThreadPoolExecutor(max_workers=max(1, min(len(sources), os.cpu_count() or 1))) as pool:
+        prepared = dict(zip(sources, pool.map(lambda src: _prepare(src, base_dir), sources.values())))
+    models = {case.id: prepared[case.model.model_dump_json()] for case in cases}
     wanted = set(runners) if runners else None
     used: list[str] = []
     queues: dict[str, dict[str, Load]] = {}

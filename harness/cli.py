@@ -156,22 +156,22 @@ def cmd_mteb(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from harness.models import ModelUnavailable, resolve
+    from harness.plan import ModelProblem, prepare_models
 
     matrix = load_matrix(args.matrix)
     t = Table(title=f"models of {args.matrix}")
     for col in ("case", "source", "fingerprint", "path / problem"):
         t.add_column(col, overflow="fold")
     code = 0
-    for case in filter_cases(matrix, args.cases):
-        try:
-            m = resolve(case.model, Path(matrix.path).parent)
+    cases = filter_cases(matrix, args.cases)
+    models = prepare_models(cases, Path(matrix.path).parent)
+    for case in cases:
+        m = models[case.id]
+        if isinstance(m, ModelProblem):
+            t.add_row(case.id, case.model.source, "-", f"[{'yellow' if m.status == 'skip' else 'red'}]{m.reason}[/]")
+            code = code or int(m.status == "error")
+        else:
             t.add_row(case.id, m.description, m.fingerprint[:16], str(m.path))
-        except ModelUnavailable as e:
-            t.add_row(case.id, case.model.source, "-", f"[yellow]skip: {e}[/]")
-        except Exception as e:  # noqa: BLE001
-            t.add_row(case.id, case.model.source, "-", f"[red]error: {e}[/]")
-            code = 1
     out.print(t)
     return code
 

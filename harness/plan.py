@@ -63,6 +63,15 @@ def _prepare(src, base_dir: Path) -> ResolvedModel | ModelProblem:
         return ModelProblem("error", f"model could not be prepared: {e}")
 
 
+def prepare_models(cases: list[Case], base_dir: Path) -> dict[str, ResolvedModel | ModelProblem]:
+    """Each case's model, found or built; distinct models side by side (synthetic builds are
+    subprocesses), one per core. A model that cannot be prepared is a problem of its cases only."""
+    sources = {case.model.model_dump_json(): case.model for case in cases}
+    with ThreadPoolExecutor(max_workers=max(1, min(len(sources), os.cpu_count() or 1))) as pool:
+        prepared = dict(zip(sources, pool.map(lambda src: _prepare(src, base_dir), sources.values())))
+    return {case.id: prepared[case.model.model_dump_json()] for case in cases}
+
+
 def build_plan(
     cases: list[Case],
     platform: Platform,
@@ -74,11 +83,7 @@ def build_plan(
 ) -> Plan:
     """Resolve every case's model (building synthetic ones) and group work per runner.
     `one_load_per_case` is the naive layout (a fresh load for every case), for benchmarks."""
-    sources = {case.model.model_dump_json(): case.model for case in cases}
-    # synthetic builds are subprocesses: prepare distinct models side by side, one per core
-    with ThreadPoolExecutor(max_workers=max(1, min(len(sources), os.cpu_count() or 1))) as pool:
-        prepared = dict(zip(sources, pool.map(lambda src: _prepare(src, base_dir), sources.values())))
-    models = {case.id: prepared[case.model.model_dump_json()] for case in cases}
+    models = prepare_models(cases, base_dir)
     wanted = set(runners) if runners else None
     used: list[str] = []
     queues: dict[str, dict[str, Load]] = {}

@@ -37,6 +37,8 @@ class ArchFamily:
     archs: tuple[str, ...] = field(default_factory=tuple)
     # arch -> the transformers class that builds it, where the names differ (ColBERTLfm2Model)
     hf_class: dict[str, str] = field(default_factory=dict)
+    # saved weight-name prefix -> the published checkpoints' prefix (first match wins)
+    checkpoint_prefixes: dict[str, str] = field(default_factory=dict)
     # extra files after saving (e.g. a sentence-transformers Dense projection)
     post_build: Callable[[Path, SyntheticModel, object], None] | None = None
 
@@ -311,18 +313,6 @@ def _colpali_config() -> dict:
     return dict(vlm_config=vlm, embedding_dim=32, initializer_range=0.2)
 
 
-def _colpali_hub_layout(out: Path, spec: SyntheticModel, config) -> None:
-    """transformers 5 saves `vlm.vision_tower.X`; the hub checkpoints (and vLLM) use
-    `vlm.vision_tower.vision_model.X`. transformers loads both."""
-    from safetensors.numpy import load_file, save_file
-
-    path = out / "model.safetensors"
-    old = "vlm.vision_tower."
-    tensors = {(old + "vision_model." + k[len(old):] if k.startswith(old) and not k.startswith(old + "vision_model.")
-                else k): v for k, v in load_file(str(path)).items()}
-    save_file(tensors, str(path), metadata={"format": "pt"})
-
-
 _QWEN_VL_SPECIALS = ["<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
 
 
@@ -418,7 +408,12 @@ ARCHS: dict[str, ArchFamily] = {
     ),
     "colpali": ArchFamily(
         model_type="colpali", config=_colpali_config(), tokenizer=_colpali_tokenizer_and_processor,
-        archs=("ColPaliForRetrieval",), post_build=_colpali_hub_layout,
+        archs=("ColPaliForRetrieval",),
+        # transformers 5 saves `vlm.vision_tower.X`; the hub checkpoints (and vLLM) use
+        # `vlm.vision_tower.vision_model.X`, and transformers loads both. First match wins, so a
+        # name already in the hub layout stays as it is.
+        checkpoint_prefixes={"vlm.vision_tower.vision_model.": "vlm.vision_tower.vision_model.",
+                             "vlm.vision_tower.": "vlm.vision_tower.vision_model."},
     ),
     "qwen2-vl": ArchFamily(
         model_type="qwen2_vl", config=_qwen2_vl_config(), tokenizer=_qwen_vl_tokenizer_and_processor,
@@ -511,6 +506,8 @@ def build(spec: SyntheticModel, target: Path) -> str:
     try:
         if isinstance(model, transformers.PreTrainedModel):
             model.save_pretrained(tmp, safe_serialization=True)
+            if fam.checkpoint_prefixes:
+                _rename_saved_weights(tmp / "model.safetensors", fam.checkpoint_prefixes)
         else:  # a harness reference architecture: plain safetensors + config
             from safetensors.torch import save_file
 
@@ -533,6 +530,14 @@ def build(spec: SyntheticModel, target: Path) -> str:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _rename_saved_weights(path: Path, prefixes: dict[str, str]) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    from harness.refmodels import _renamed
+
+    save_file({_renamed(k, prefixes): v for k, v in load_file(str(path)).items()}, str(path), metadata={"format": "pt"})
 
 
 def _write_sentence_transformers(out: Path, spec: SyntheticModel, dim: int, max_len: int) -> None:

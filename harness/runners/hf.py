@@ -110,6 +110,16 @@ class HFRunner:
                                                  trust_remote_code=self.req.trust_remote_code)
         return self.loaded("tokenizer", make)
 
+    def architecture(self) -> str:
+        """The checkpoint's architecture (config.json `architectures[0]`), read once per load."""
+        def make():
+            import json
+            from pathlib import Path
+
+            assert self.req is not None
+            return (json.loads((Path(self.req.model_dir) / "config.json").read_text()).get("architectures") or [""])[0]
+        return self.loaded("architecture", make)
+
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
         name = options.get("reference") or self._default_recipe(task)
         if name not in RECIPES:
@@ -117,12 +127,7 @@ class HFRunner:
         return RECIPES[name](self, items, options)
 
     def _default_recipe(self, task: str) -> str | None:
-        import json
-        from pathlib import Path
-
-        assert self.req is not None
-        arch = (json.loads((Path(self.req.model_dir) / "config.json").read_text()).get("architectures") or [""])[0]
-        return DEFAULT_RECIPE_BY_ARCH.get((arch, task)) or DEFAULT_RECIPE.get(task)
+        return DEFAULT_RECIPE_BY_ARCH.get((self.architecture(), task)) or DEFAULT_RECIPE.get(task)
 
     def unload(self) -> None:
         self._st = None
@@ -197,14 +202,11 @@ def _token_classify(runner: HFRunner, items: list, options: dict) -> list[np.nda
 
 def _reference_model(runner: HFRunner):
     """A harness.refmodels architecture (transformers lacks it), loaded from the checkpoint."""
-    import json
-    from pathlib import Path
-
     from harness.refmodels import load_reference
 
     assert runner.req is not None
-    arch = json.loads((Path(runner.req.model_dir) / "config.json").read_text())["architectures"][0]
-    return runner.loaded("reference", lambda: load_reference(runner.req.model_dir, arch, _torch_dtype(runner.req.dtype)))
+    return runner.loaded("reference", lambda: load_reference(runner.req.model_dir, runner.architecture(),
+                                                             _torch_dtype(runner.req.dtype)))
 
 
 @recipe("reference-token-reward")
@@ -235,18 +237,16 @@ def _step_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarra
 def _colbert_encoder(runner: HFRunner):
     """text -> [tokens, dim] L2-normalised token embeddings, for both ColBERT layouts:
     `HF_ColBERT` (bert.* + linear, harness.refmodels) or a backbone + sentence-transformers 1_Dense."""
-    import json
     from pathlib import Path
 
     import torch
 
-    assert runner.req is not None
-    d = Path(runner.req.model_dir)
-    arch = json.loads((d / "config.json").read_text())["architectures"][0]
-    tok = runner.tokenizer()
     from harness.refmodels import REFERENCE_ARCHS
 
-    if arch in REFERENCE_ARCHS:
+    assert runner.req is not None
+    d = Path(runner.req.model_dir)
+    tok = runner.tokenizer()
+    if runner.architecture() in REFERENCE_ARCHS:
         model = _reference_model(runner)
         forward = lambda enc: model(**enc)[0]  # noqa: E731
     else:
@@ -273,13 +273,29 @@ def _colbert_tokens(runner: HFRunner, items: list, options: dict) -> list[np.nda
     return [encode(t, options.get("truncate")).cpu().numpy().astype(np.float32) for t in items]
 
 
+def _once_per_item(encode: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`encode` memoised per item within one call: a query meets several documents (and a
+    document several queries), and its embedding does not depend on the partner."""
+    import json
+
+    memo: dict[str, Any] = {}
+
+    def cached(item):
+        key = json.dumps(item, sort_keys=True)
+        if key not in memo:
+            memo[key] = encode(item)
+        return memo[key]
+    return cached
+
+
 @recipe("colbert-maxsim")
 def _colbert_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """Late interaction: sum over query tokens of the max dot product over document tokens."""
-    encode = _colbert_encoder(runner)
+    colbert = _colbert_encoder(runner)
+    encode = _once_per_item(lambda text: colbert(text, options.get("truncate")))
     out = []
     for q, d in items:
-        sim = encode(q, options.get("truncate")) @ encode(d, options.get("truncate")).T
+        sim = encode(q) @ encode(d).T
         out.append(np.asarray([float(sim.max(dim=1).values.sum())], dtype=np.float32))
     return out
 
@@ -311,8 +327,8 @@ def _clip_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray
 
 
 def _colpali_encoder(runner: HFRunner, options: dict):
-    """(encode, processor): encode maps an item to its [tokens, dim] ColPali embeddings, one item per forward, as ColPaliProcessor prepares
-    it: a text is a query (`<bos>Question: {text}` + 10 pad tokens + `\\n`), an image a page
+    """(encode, processor): encode maps an item to its [tokens, dim] ColPali embeddings, one item
+    per forward, as ColPaliProcessor prepares it: a text is a query (`<bos>Question: {text}` + 10 pad tokens + `\\n`), an image a page
     (image tokens + `<bos>Describe the image.\\n`). One at a time: a batch left-pads the queries.
     Options: truncate; image_processor_kwargs (e.g. image_mean / image_std, as vLLM's
     mm_processor_kwargs)."""
@@ -352,6 +368,7 @@ def _colpali_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.nda
     """(query text, page image) -> ColPaliProcessor.score_retrieval: sum over query tokens of the
     best page-token dot product."""
     encode, proc = _colpali_encoder(runner, options)
+    encode = _once_per_item(encode)
     return [np.asarray([float(proc.score_retrieval([encode(q)], [encode(d)])[0, 0])], dtype=np.float32)
             for q, d in items]
 

@@ -9,16 +9,15 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness.execute import Timeouts
 from harness.matrix import RUNNER_NAMES, MatrixError, filter_cases, load_matrix, parse_shard, shard_cases
 from harness.platform import Platform, detect_device
+from harness.progress import progress_reporter
 from harness.report import ORDER, Report, metrics_cell, read_json, write_all
 
 DEFAULT_MATRIX = "matrices/pooling.yaml"
@@ -35,13 +34,9 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
                    help=f"only these runners ({', '.join(RUNNER_NAMES)}); hf runs as reference whenever needed")
 
 
-@contextmanager
 def progress_bar(name: str, total: int):
-    """A progress bar on stderr; yields the callback the executor reports to."""
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=err) as bar:
-        task = bar.add_task(name, total=total, last="")
-        yield lambda msg, outcome: bar.update(task, advance=1 if outcome is not None else 0, last=msg[:80])
+    """Progress on stderr: a bar on a terminal, plain lines and a heartbeat in a log."""
+    return progress_reporter(err, name, total)
 
 
 def print_table(report: Report, console: Console = out) -> None:
@@ -124,7 +119,8 @@ def cmd_golden(args: argparse.Namespace) -> int:
     cases = filter_cases(matrix, args.cases)
     platform = Platform(args.device or detect_device())
     run_dir = Path(args.out or f"runs/golden-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
-    report = golden_session(matrix, cases, run_dir, platform, Path(args.golden_dir), args.mode)
+    with progress_bar(f"golden {args.mode}", len(cases)) as progress:
+        report = golden_session(matrix, cases, run_dir, platform, Path(args.golden_dir), args.mode, progress=progress)
     paths = write_all(report, run_dir)
     print_table(report)
     err.print(f"report: {paths['json']}")

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from harness.engine_memory import resource_hint
 from harness.inputs import input_set
 from harness.matrix import Case
 from harness.plan import Load, ModelProblem, Plan
@@ -23,6 +24,22 @@ class Timeouts:
     start: float = 300.0  # worker process start (imports)
     load: float = 600.0  # one model load
     case: float = 600.0  # one case's forward pass
+
+
+DEFAULT_RSS_LIMIT_MB = 4096.0
+RSS_LIMIT_ENV = "PARITY_WORKER_RSS_LIMIT_MB"
+
+
+def rss_limit_mb() -> float:
+    """A worker whose resident memory after a model is freed exceeds this is restarted before its
+    next load. A fixed number, not a share of the host: the verdict must not depend on the host."""
+    raw = os.environ.get(RSS_LIMIT_ENV)
+    if not raw:
+        return DEFAULT_RSS_LIMIT_MB
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{RSS_LIMIT_ENV}={raw!r}: expected a number of MiB") from None
 
 
 @dataclass
@@ -52,14 +69,16 @@ class Executor:
         self.plan = plan
         self.run_dir = Path(run_dir)
         self.timeouts = timeouts or Timeouts()
-        self.jobs = max(1, jobs or min(len(plan.queues) or 1, os.cpu_count() or 1))
+        # lanes: one per runner queue, at most what the platform lets hold an engine at once
+        self.jobs = min(jobs or len(plan.queues) or 1, plan.platform.max_lanes(os.cpu_count() or 1))
         self.progress = progress or (lambda msg, outcome: None)
         self.make_request = make_request or self._run_request
         self.fresh_worker_per_load = fresh_worker_per_load  # naive layout, for benchmarks
         self.outcomes: dict[tuple[str, str], RunOutcome] = {}
         self.stop = threading.Event()
         self._lock = threading.Lock()
-        self._workers: list[Worker] = []
+        self.workers: list[Worker] = []
+        self.rss_limit_mb = rss_limit_mb()
 
     def _record(self, outcome: RunOutcome) -> None:
         with self._lock:
@@ -84,7 +103,7 @@ class Executor:
                     f.result()
             except KeyboardInterrupt:
                 self.stop.set()
-                for w in list(self._workers):
+                for w in list(self.workers):
                     w.kill()
                 raise
         return self.outcomes
@@ -114,7 +133,8 @@ class Executor:
                     suffix = f".{slot}" if self.jobs > 1 else ""
                     workers[load.runner] = Worker(load.runner, self.plan.platform.worker_env(load.runner),
                                                   self.run_dir / "logs" / f"{load.runner}{suffix}.log", threads=threads)
-                    self._workers.append(workers[load.runner])
+                    workers[load.runner].lane = slot
+                    self.workers.append(workers[load.runner])
                 if last is not None and last != load.runner and last in workers:
                     workers[last].stop()  # one engine-sized process per lane at a time
                     del workers[last]
@@ -134,6 +154,11 @@ class Executor:
         )
         self.progress(f"loading {load.model.description} in {load.runner}", None)
         started = 0.0
+        if worker.alive and worker.rss_mb is not None and worker.rss_mb > self.rss_limit_mb:
+            self.progress(f"recycling the {load.runner} worker: {worker.rss_mb:.0f} MiB resident after its last "
+                          f"model, limit {self.rss_limit_mb:.0f} MiB ({RSS_LIMIT_ENV})", None)
+            worker.stop()
+            worker.recycles += 1
         try:
             if not worker.alive:
                 t0 = time.perf_counter()
@@ -142,12 +167,17 @@ class Executor:
             ans = worker.request({"op": "load", "request": asdict(req)}, self.timeouts.load, "model load")
         except WorkerFailure as e:
             return None, f"worker failure while loading the model: {e}"
+        worker.note_memory(ans)
         if not ans.get("ok"):
             self._save_traceback(load.runner, ans)
-            return None, f"engine/model failed to load: {ans.get('error')}"
+            error = str(ans.get("error"))
+            hint = resource_hint(error)
+            return None, f"engine/model failed to load: {error}" + (f" [{hint}]" if hint else "")
+        worker.loads += 1
         # the first load in a worker includes importing torch/vLLM (worker_start is the process)
         return {**ans.get("info", {}), "import_seconds": ans.get("import_seconds", 0.0),
-                "worker_start_seconds": started, "load_seconds": ans.get("seconds")}, ""
+                "worker_start_seconds": started, "load_seconds": ans.get("seconds"),
+                "worker_rss_mb": ans.get("rss_mb"), "worker_pid": worker.proc.pid if worker.proc else None}, ""
 
     def _run_load(self, worker: Worker, load: Load) -> None:
         info, problem = self._load_model(worker, load)
@@ -175,7 +205,7 @@ class Executor:
                                         info=info, load_seconds=info.get("load_seconds")))
         if info is not None:
             try:
-                worker.request({"op": "unload"}, self.timeouts.load, "unload")
+                worker.note_memory(worker.request({"op": "unload"}, self.timeouts.load, "unload"))
             except WorkerFailure:
                 pass  # the next load restarts the worker
 

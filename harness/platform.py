@@ -22,12 +22,21 @@ class Platform:
         # fp32 on CPU keeps tolerances ~1e-6; a GPU run is meant to test the dtype users serve in
         return "float32" if self.device == "cpu" else "bfloat16"
 
-    def engine_defaults(self) -> dict:
-        """vLLM engine kwargs every case starts from (a case's `engine:` overrides them)."""
+    def engine_defaults(self, kv_cache_bytes: int) -> dict:
+        """vLLM engine kwargs every case starts from (a case's `engine:` overrides them). The KV
+        cache is sized from the case (harness.engine_memory), never as a fraction of the host:
+        on CPU, a fraction of the NUMA node minus the worker's RSS refused loads on small nodes."""
         if self.device == "cpu":
-            # CPU KV-cache reservation follows gpu_memory_utilization; 0.92 refuses to start
-            return {"gpu_memory_utilization": 0.1, "enforce_eager": True}
-        return {"gpu_memory_utilization": 0.5}
+            # eager + explicit KV size: vLLM's CPU worker also skips its warm-up pass
+            return {"kv_cache_memory_bytes": kv_cache_bytes, "enforce_eager": True}
+        # vLLM still checks at start that this fraction of the card is free; engines never share
+        # the card (max_lanes), so it only has to leave room for the weights and activations
+        return {"kv_cache_memory_bytes": kv_cache_bytes, "gpu_memory_utilization": 0.5}
+
+    def max_lanes(self, cores: int) -> int:
+        """Worker processes that may hold an engine at once. On CUDA one: engines on one card are
+        serialised, so no two engines' memory checks race for the same free memory."""
+        return max(1, cores) if self.device == "cpu" else 1
 
     def worker_env(self, runner: str) -> dict[str, str | None]:
         """Environment for a worker process of `runner` (None = remove the variable)."""

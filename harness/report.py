@@ -87,6 +87,8 @@ class Report(BaseModel):
     audit: list[AuditRow] = Field(default_factory=list)
     phases: dict[str, float] = Field(default_factory=dict)  # plan / execute / compare seconds
     peak_rss_mb: dict[str, float] = Field(default_factory=dict)
+    # one entry per worker process lineage: runner, lane, loads, recycles, peak and last RSS (MiB)
+    workers: list[dict[str, Any]] = Field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in ORDER}

@@ -167,6 +167,7 @@ def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platfo
     report.phases = {"plan_seconds": t_plan - t0, "execute_seconds": t_exec - t_plan,
                      "compare_seconds": time.perf_counter() - t_exec}
     report.peak_rss_mb = peak_rss_mb()
+    report.workers = [w.stats() for w in executor.workers]
     return report
 
 

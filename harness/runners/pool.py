@@ -36,6 +36,23 @@ class Worker:
         self._reply = None
         self._buf = b""
         self.starts = 0
+        self.lane: int | None = None
+        self.loads = 0
+        self.recycles = 0
+        self.rss_mb: float | None = None  # resident memory after its last load or unload
+        self.peak_rss_mb: float | None = None  # over every process this worker has been
+
+    def note_memory(self, ans: dict) -> None:
+        """Take the memory figures a worker reports with its answers."""
+        if ans.get("rss_mb") is not None:
+            self.rss_mb = float(ans["rss_mb"])
+        peak = ans.get("peak_rss_mb")
+        if peak is not None:
+            self.peak_rss_mb = max(float(peak), self.peak_rss_mb or 0.0)
+
+    def stats(self) -> dict:
+        return {"runner": self.runner, "lane": self.lane, "log": str(self.log_path), "starts": self.starts, "loads": self.loads,
+                "recycles": self.recycles, "last_rss_mb": self.rss_mb, "peak_rss_mb": self.peak_rss_mb}
 
     @property
     def alive(self) -> bool:

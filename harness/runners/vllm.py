@@ -42,6 +42,10 @@ def _effective_config(llm) -> dict[str, Any]:
                             ("max_num_batched_tokens", cfg.scheduler_config, "max_num_batched_tokens"),
                             ("enable_prefix_caching", cfg.cache_config, "enable_prefix_caching"),
                             ("max_model_len", cfg.model_config, "max_model_len"),
+                            ("kv_cache_memory_bytes", cfg.cache_config, "kv_cache_memory_bytes"),
+                            ("num_kv_blocks", cfg.cache_config, "num_gpu_blocks"),
+                            ("block_size", cfg.cache_config, "block_size"),
+                            ("max_num_seqs", cfg.scheduler_config, "max_num_seqs"),
                             ("dtype", cfg.model_config, "dtype")):
         value = getattr(obj, attr, None)
         out[name] = value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
@@ -82,8 +86,9 @@ class VllmRunner:
 
         from harness.platform import Platform
 
+        budget = _kv_budget(req)
         kwargs: dict[str, Any] = {
-            **Platform(req.device).engine_defaults(),
+            **Platform(req.device).engine_defaults(budget.bytes),
             "seed": 0,
             **req.engine,
         }
@@ -106,6 +111,7 @@ class VllmRunner:
             "effective": _effective_config(self.llm),
             "device": req.device,
             "engine_kwargs": {k: v for k, v in kwargs.items()},
+            "kv_budget": {**budget.as_info(), "overridden_by_case": "kv_cache_memory_bytes" in req.engine},
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
             "versions": {
                 "vllm": vllm.__version__,
@@ -152,6 +158,17 @@ class VllmRunner:
             pass
         self.llm = None
         gc.collect()
+
+
+def _kv_budget(req: LoadRequest):
+    """The KV-cache size this case's engine gets (harness.engine_memory), from its config."""
+    import json
+    from pathlib import Path
+
+    from harness.engine_memory import kv_budget
+
+    config = json.loads((Path(req.model_dir) / "config.json").read_text())
+    return kv_budget(config, req.dtype, req.engine)
 
 
 def _prompt(item):

@@ -49,7 +49,8 @@ def _serve(runner_name: str, reply) -> None:
                     loaded = False
                 info = runner.load(LoadRequest(**msg["request"]))
                 loaded = True
-                reply({"ok": True, "info": info, "seconds": time.perf_counter() - t0, "import_seconds": import_s})
+                reply({"ok": True, "info": info, "seconds": time.perf_counter() - t0, "import_seconds": import_s,
+                       **memory_mb()})
             elif op == "run":
                 if not loaded:
                     raise RuntimeError("run requested before a model was loaded")
@@ -65,7 +66,7 @@ def _serve(runner_name: str, reply) -> None:
                 if loaded:
                     runner.unload()
                     loaded = False
-                reply({"ok": True})
+                reply({"ok": True, **memory_mb()})
             else:
                 raise ValueError(f"unknown op {op!r}")
         except Exception as e:  # noqa: BLE001 - report, keep serving
@@ -74,6 +75,20 @@ def _serve(runner_name: str, reply) -> None:
                 "error": f"{type(e).__name__}: {e}".strip()[:4000],
                 "traceback": traceback.format_exc()[-6000:],
             })
+
+
+def memory_mb() -> dict[str, float | None]:
+    """This process's resident memory now and at its peak, in MiB (the parent recycles a worker
+    that grew too large, and reports the peak)."""
+    import resource
+
+    rss = None
+    try:
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"rss_mb": rss, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def _mteb(runner, msg: dict) -> dict:

@@ -54,6 +54,10 @@ def test_the_run_completes_and_reports_everything(fault_report):
     for name in ("report.md", "junit.xml"):
         text = (out / name).read_text()
         assert all(case in text for case in EXPECTED)
+    # stderr is a pipe here, as in a CI log: one plain progress line per finished (case, runner)
+    for case in EXPECTED:
+        assert f"{case} [fake]" in proc.stderr, proc.stderr[-2000:]
+    assert f"[{2 * len(EXPECTED)}/{2 * len(EXPECTED)}]" in proc.stderr
 
 
 def test_corrupt_golden_is_an_error_not_a_comparison(tmp_path):

@@ -23,8 +23,9 @@ _VARIANTS: dict[str, tuple[dict, dict]] = {
     # prompts split into 16-token chunks versus whole prompts
     "chunked_prefill": ({"enable_chunked_prefill": True, "max_num_batched_tokens": 16, "max_num_seqs": 16}, {}),
     "no_chunked_prefill": ({"enable_chunked_prefill": False}, {}),
-    # the same requests twice: the second pass reads the prefix cache the first one filled
-    "prefix_cache": ({"enable_prefix_caching": True}, {"warm_prefix_cache": True}),
+    # the same requests twice: the second pass reads the prefix cache the first one filled. Only
+    # whole KV blocks are cached and CPU blocks hold 128 tokens: 16-token blocks let short prompts hit
+    "prefix_cache": ({"enable_prefix_caching": True, "block_size": 16}, {"warm_prefix_cache": True}),
     "no_prefix_cache": ({"enable_prefix_caching": False}, {}),
 }
 

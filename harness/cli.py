@@ -19,6 +19,7 @@ from harness.matrix import RUNNER_NAMES, MatrixError, filter_cases, load_matrix,
 from harness.platform import Platform, detect_device
 from harness.progress import progress_reporter
 from harness.report import ORDER, Report, metrics_cell, read_json, write_all
+from harness.verdict import is_failing
 
 DEFAULT_MATRIX = "matrices/pooling.yaml"
 STYLE = {"pass": "green", "xfail": "yellow", "skip": "dim", "fail": "bold red", "error": "bold red", "xpass": "bold red"}
@@ -49,7 +50,7 @@ def print_table(report: Report, console: Console = out) -> None:
                   f"{(r.load_seconds or 0) + (r.run_seconds or 0):.1f}s", r.reason[:200])
     console.print(t)
     for r in sorted(report.results, key=lambda r: (ORDER.get(r.status, 9), r.case_id, r.runner)):
-        if r.status in ("fail", "error", "xpass"):
+        if is_failing(r.status):
             console.print(f"[bold red]{r.status.upper()}[/] {r.case_id} on {r.runner_label} ({r.where}): {r.reason}",
                           highlight=False, soft_wrap=True)
     if report.audit:
@@ -74,6 +75,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     matrix = load_matrix(args.matrix)
     cases = filter_cases(matrix, args.cases)
+    # shards of one run must agree on this; `parity report merge` refuses reports that differ
+    selection = {"cases": sorted(args.cases or []), "runners": sorted(args.runners or []), "against": args.against,
+                 "dtype": args.dtype}
     if args.shard:
         try:
             k, n = parse_shard(args.shard)
@@ -86,7 +90,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             # more shards than model groups: an empty shard is a valid, passing shard
             report_dir = Path(args.out or "runs/empty-shard")
             from harness.session import empty_report
-            write_all(empty_report(matrix, detect_device()), report_dir)
+            empty = empty_report(matrix, detect_device())
+            empty.shard, empty.selection = f"{k}/{n}", selection
+            write_all(empty, report_dir)
             return 0
     elif not cases:
         err.print(f"[red]no case of {args.matrix} matches {args.cases}[/]")
@@ -102,6 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                            jobs=args.jobs, timeouts=Timeouts(case=args.case_timeout, load=args.load_timeout),
                            progress=progress, against=args.against, golden_dir=Path(args.golden_dir),
                            shuffle_seed=args.shuffle_seed, naive=args.naive)
+    report.shard, report.selection = (args.shard if args.shard else None), selection
     paths = write_all(report, run_dir)
     print_table(report)
     err.print(f"report: {paths['json']} · {paths['markdown']} · {paths['junit']}")

@@ -1,44 +1,16 @@
-"""Metrics per task and verdicts. Every metric is "lower is better" and gates as value <= bound.
-
-Verdicts: pass, fail, skip(reason), error(reason), plus xfail (a recorded divergence that still
-diverges) and xpass (a recorded divergence that now passes: strict, so it fails the gate until
-someone removes the mark).
-"""
+"""Metrics per task. Every metric is "lower is better" and gates as value <= bound; what a
+measurement means (pass, fail, xfail, ...) is decided by harness.verdict alone."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from harness.inputs import query_groups
 from harness.matrix import Case, Tolerance
+from harness.verdict import Measurement, Metric, Verdict, judge
 
-PASSING = ("pass", "xfail", "skip")
 REL_FLOOR = 1e-6  # |ref| below this counts as this, so max_rel stays finite near zero
 DEGENERATE_SPREAD = 1e-3  # reference outputs varying less than this (relative) prove nothing
-
-
-@dataclass
-class Metric:
-    name: str
-    value: float
-    bound: float | None
-
-    @property
-    def ok(self) -> bool:
-        return self.bound is None or (np.isfinite(self.value) and self.value <= self.bound)
-
-
-@dataclass
-class Verdict:
-    status: str  # pass | fail | skip | error | xfail | xpass
-    reason: str = ""
-    metrics: list[Metric] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.status in PASSING
 
 
 def _f64(a: np.ndarray) -> np.ndarray:
@@ -122,6 +94,9 @@ def degenerate_reference(ref: list[np.ndarray]) -> str | None:
     if distinct < max(2, len(summaries) // 2):
         return (f"reference gives only {distinct} distinct outputs for {len(summaries)} distinct inputs; "
                 f"the model or tokenizer is degenerate (e.g. every word is [UNK]) and a comparison proves little")
+    collapse = _token_collapse(ref)
+    if collapse:
+        return collapse
     stack = np.stack(summaries)
     spread = float((stack.max(0) - stack.min(0)).max())
     scale = max(float(np.abs(stack).mean()), 1e-12)
@@ -131,40 +106,37 @@ def degenerate_reference(ref: list[np.ndarray]) -> str | None:
     return None
 
 
+def _token_collapse(ref: list[np.ndarray]) -> str | None:
+    """Per-token outputs where every token of an item is the same vector: averaging over tokens
+    hides it (each item's mean still differs), so count distinct rows across all tokens."""
+    token_items = [_f64(a).reshape(-1, a.shape[-1]) for a in ref if a.ndim >= 2]
+    if len(token_items) < 2 or len({t.shape[-1] for t in token_items}) > 1:
+        return None
+    rows = np.concatenate(token_items)
+    if len(rows) <= 2 * len(token_items):
+        return None  # too few tokens per item to tell
+    distinct = len(np.unique(np.round(rows, 6), axis=0))
+    if distinct <= len(token_items):
+        return (f"reference per-token outputs collapse: {distinct} distinct rows over {len(rows)} tokens of "
+                f"{len(token_items)} items (every token of an item gives the same output); a comparison proves little")
+    return None
+
+
+def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.ndarray], got: list[np.ndarray],
+            items: tuple) -> Measurement:
+    """Structural problems first (they make metrics meaningless), then a degenerate reference,
+    then every metric of the task plus any other the tolerance bounds."""
+    problem = structural_problem(ref, got, len(items))
+    if problem is not None:
+        return Measurement(problem=problem)
+    degenerate = degenerate_reference(ref)
+    if degenerate is not None:
+        return Measurement(degenerate=degenerate)
+    bounds = tolerance.bounds()
+    names = list(metric_names) + [m for m in bounds if m not in metric_names]
+    return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items), bounds.get(m)) for m in names])
+
+
 def compare(case: Case, runner: str, tolerance: Tolerance, metric_names: tuple[str, ...],
             ref: list[np.ndarray], got: list[np.ndarray], items: tuple) -> Verdict:
-    problem = structural_problem(ref, got, len(items))
-    if problem is None:
-        problem = degenerate_reference(ref)
-        if problem is not None:
-            return apply_divergence(case, runner, Verdict("error", problem))
-    if problem is not None:
-        return apply_divergence(case, runner, Verdict("fail", problem))
-    bounds = tolerance.bounds()
-    metrics = [Metric(m, METRICS[m](ref, got, items), bounds.get(m)) for m in metric_names]
-    metrics += [Metric(m, METRICS[m](ref, got, items), b) for m, b in bounds.items() if m not in metric_names]
-    failed = [m for m in metrics if not m.ok]
-    if failed:
-        reason = "; ".join(f"{m.name} {m.value:.3g} > {m.bound:.3g}" for m in failed)
-        return apply_divergence(case, runner, Verdict("fail", reason, metrics))
-    return apply_divergence(case, runner, Verdict("pass", "", metrics))
-
-
-def apply_divergence(case: Case, runner: str, verdict: Verdict) -> Verdict:
-    div = case.divergence
-    if div is None or runner not in div.runners:
-        return verdict
-    if div.error_match is not None:  # a runner known to raise
-        if verdict.status == "error" and div.error_match in verdict.reason:
-            return Verdict("xfail", f"expected divergence: {div.reason} (now: {verdict.reason})", verdict.metrics)
-        if verdict.status == "pass":
-            return Verdict("xpass", f"case is marked as raising ({div.reason}) but now passes: remove the mark",
-                           verdict.metrics)
-        return verdict
-    if verdict.status not in ("pass", "fail"):
-        return verdict
-    if verdict.status == "fail":
-        recorded = f"; recorded: {div.measured}" if div.measured else ""
-        return Verdict("xfail", f"expected divergence: {div.reason} (now: {verdict.reason}{recorded})", verdict.metrics)
-    return Verdict("xpass", f"case is marked as diverging ({div.reason}) but now passes: remove the mark",
-                   verdict.metrics)
+    return judge(case, runner, measure(tolerance, metric_names, ref, got, items))

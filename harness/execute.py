@@ -47,7 +47,8 @@ class RunOutcome:
     case_id: str
     runner: str
     status: str  # ok | skip | error
-    reason: str = ""
+    reason: str = ""  # for people: may end with the worker's log tail
+    error: str = ""  # the error's own message, never a log tail: what skip_if_error / error_match see
     output: str | None = None
     info: dict = field(default_factory=dict)
     load_seconds: float | None = None
@@ -146,8 +147,8 @@ class Executor:
             for w in workers.values():
                 w.stop()
 
-    def _load_model(self, worker: Worker, load: Load) -> tuple[dict | None, str]:
-        """(info, "") when loaded, else (None, reason). Starts the worker if it is not running."""
+    def _load_model(self, worker: Worker, load: Load) -> tuple[dict | None, tuple[str, str]]:
+        """(info, ("", "")) when loaded, else (None, (reason, error)). Starts the worker if needed."""
         req = LoadRequest(
             model_dir=str(load.model.path), dtype=load.dtype, device=self.plan.platform.device,
             engine=load.engine, hf=load.hf, trust_remote_code=load.trust_remote_code,
@@ -166,18 +167,18 @@ class Executor:
                 started = time.perf_counter() - t0
             ans = worker.request({"op": "load", "request": asdict(req)}, self.timeouts.load, "model load")
         except WorkerFailure as e:
-            return None, f"worker failure while loading the model: {e}"
+            return None, (f"worker failure while loading the model: {e}", e.summary)
         worker.note_memory(ans)
         if not ans.get("ok"):
             self._save_traceback(load.runner, ans)
             error = str(ans.get("error"))
             hint = resource_hint(error)
-            return None, f"engine/model failed to load: {error}" + (f" [{hint}]" if hint else "")
+            return None, (f"engine/model failed to load: {error}" + (f" [{hint}]" if hint else ""), error)
         worker.loads += 1
         # the first load in a worker includes importing torch/vLLM (worker_start is the process)
         return {**ans.get("info", {}), "import_seconds": ans.get("import_seconds", 0.0),
                 "worker_start_seconds": started, "load_seconds": ans.get("seconds"),
-                "worker_rss_mb": ans.get("rss_mb"), "worker_pid": worker.proc.pid if worker.proc else None}, ""
+                "worker_rss_mb": ans.get("rss_mb"), "worker_pid": worker.proc.pid if worker.proc else None}, ("", "")
 
     def _run_load(self, worker: Worker, load: Load) -> None:
         info, problem = self._load_model(worker, load)
@@ -185,24 +186,26 @@ class Executor:
             if self.stop.is_set():
                 return
             if info is None:
-                self._record(RunOutcome(case.id, load.runner, "error", problem))
+                self._record(RunOutcome(case.id, load.runner, "error", problem[0], error=problem[1]))
                 continue
             msg, out = self.make_request(case, load.runner, self.run_dir)
             try:
                 ans = worker.request(msg, self.timeouts.case, f"case {case.id}")
             except WorkerFailure as e:
-                self._record(RunOutcome(case.id, load.runner, "error", f"worker failure: {e}", info=info))
+                self._record(RunOutcome(case.id, load.runner, "error", f"worker failure: {e}", error=e.summary, info=info))
                 if i + 1 < len(load.cases):  # a fresh worker and a fresh load for the cases left
                     info, problem = self._load_model(worker, load)
-                    problem = problem and f"not run: reloading after the worker failure failed: {problem}"
+                    if info is None:
+                        problem = (f"not run: reloading after the worker failure failed: {problem[0]}", problem[1])
                 continue
             if ans.get("ok"):
-                self._record(RunOutcome(case.id, load.runner, "ok", output=str(out), info=info,
+                run_info = {**info, "requests": ans["requests"]} if ans.get("requests") else info
+                self._record(RunOutcome(case.id, load.runner, "ok", output=str(out), info=run_info,
                                         load_seconds=info.get("load_seconds"), run_seconds=ans.get("seconds")))
             else:
                 self._save_traceback(load.runner, ans)
                 self._record(RunOutcome(case.id, load.runner, "error", f"runner raised {ans.get('error')}",
-                                        info=info, load_seconds=info.get("load_seconds")))
+                                        error=str(ans.get("error")), info=info, load_seconds=info.get("load_seconds")))
         if info is not None:
             try:
                 worker.note_memory(worker.request({"op": "unload"}, self.timeouts.load, "unload"))

@@ -65,8 +65,22 @@ def case_dir(root: Path, case_id: str) -> Path:
     return Path(root) / case_id
 
 
+def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
+    """Everything besides weights and inputs that shapes what the reference computes for a case.
+    A golden records it; a golden whose key differs from the case's is refused."""
+    from harness.runners.hf import RECIPE_VERSIONS, resolve_recipe
+
+    try:
+        arch = (json.loads((Path(model_dir) / "config.json").read_text()).get("architectures") or [""])[0]
+    except (OSError, json.JSONDecodeError):
+        arch = ""
+    name = resolve_recipe(case.task, arch, case.reference)
+    return {"task": case.task, "dtype": dtype, "device": device, "truncate": case.truncate,
+            "hf_options": dict(sorted(case.hf.items())), "recipe": name, "recipe_version": RECIPE_VERSIONS.get(name)}
+
+
 def write(root: Path, case_id: str, items: list[np.ndarray], *, task: str, fingerprint: str,
-          inputs: dict, dtype: str, device: str, versions: dict, model: str) -> Path:
+          inputs: dict, dtype: str, device: str, versions: dict, model: str, key: dict) -> Path:
     d = case_dir(root, case_id)
     d.mkdir(parents=True, exist_ok=True)
     old = _read_manifest(d) if (d / MANIFEST).exists() else None
@@ -79,7 +93,7 @@ def write(root: Path, case_id: str, items: list[np.ndarray], *, task: str, finge
     manifest = {
         "schema_version": SCHEMA_VERSION, "case_id": case_id, "task": task,
         "model": model, "model_fingerprint": fingerprint,
-        "inputs": inputs, "dtype": dtype, "device": device, "versions": versions,
+        "inputs": inputs, "dtype": dtype, "device": device, "versions": versions, "reference_key": key,
         "harness_version": __version__,
         "recorded": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "arrays": arrays.name, "arrays_sha256": digest, "items": summary(items),
@@ -120,16 +134,24 @@ def read(root: Path, case_id: str) -> Golden:
     return Golden(items, manifest, arrays)
 
 
-def check_matches(golden: Golden, case_id: str, fingerprint: str, inputs_sha256: str) -> None:
-    """Refuse a golden made from other weights or other inputs, saying which and how to fix."""
+def check_matches(golden: Golden, case_id: str, fingerprint: str, inputs_sha256: str, key: dict) -> None:
+    """Refuse a golden made from other weights, other inputs or another reference (task, dtype,
+    device, truncation, options, recipe and its version), saying which and how to fix."""
     m = golden.manifest
     problems = []
+    recorded = m.get("reference_key")
+    if not isinstance(recorded, dict):
+        problems.append("it records no reference key (made before goldens recorded task, dtype, device, "
+                        "truncation, options and recipe)")
+    else:
+        problems += [f"{k} {recorded.get(k)!r} != case's {key.get(k)!r}" for k in sorted(set(key) | set(recorded))
+                     if recorded.get(k) != key.get(k)]
     if m.get("model_fingerprint") != fingerprint:
         problems.append(f"model fingerprint {str(m.get('model_fingerprint'))[:12]} != case's {fingerprint[:12]}")
     if (m.get("inputs") or {}).get("sha256") != inputs_sha256:
         problems.append(f"input hash {str((m.get('inputs') or {}).get('sha256'))[:12]} != case's {inputs_sha256[:12]}")
     if problems:
-        raise GoldenError("mismatch", f"golden for {case_id!r} was made from other weights or inputs ("
+        raise GoldenError("mismatch", f"golden for {case_id!r} was made from other weights, inputs or reference ("
                                       + "; ".join(problems) + f"); refused. If the change is intended, run "
                                       f"`parity golden update -k {case_id}`")
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import hashlib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.tasks import TaskName
+from harness.tasks import TaskName, task_kind
 
 Dtype = Literal["float32", "float16", "bfloat16"]
 # `fake` is a test double that misbehaves on command (harness/runners/fake.py)
@@ -98,13 +99,23 @@ class Tolerance(_Strict):
 
 
 class Divergence(_Strict):
-    """A known, recorded difference between HF and a runner: reported as xfail, strict."""
+    """A known, recorded difference between HF and a runner: xfail while the runner stays inside
+    the recorded envelope (`bounds`, the measured metric values with a margin) or raises the
+    recorded error (`error_match`); anything else (NaN, count, shape, a larger difference, another
+    metric failing) fails as "the recorded divergence changed". Strict: a pass is xpass."""
 
     runners: list[RunnerName]
     reason: str
-    measured: str = ""
-    # the runner is known to raise: an error whose message contains this is the divergence
+    bounds: Tolerance | None = None  # the envelope: upper bounds of the metrics as measured
+    # the runner is known to raise: an error whose own message contains this is the divergence
     error_match: str | None = None
+
+    @model_validator(mode="after")
+    def _envelope_or_error(self) -> "Divergence":
+        if (self.bounds is None or not self.bounds.bounds()) == (self.error_match is None):
+            raise ValueError("a divergence records either `bounds` (the envelope of its metric values) "
+                             "or `error_match` (the error it raises), exactly one")
+        return self
 
 
 class KnownSkip(_Strict):
@@ -173,6 +184,8 @@ class Matrix(BaseModel):
     model_config = ConfigDict(frozen=True)
     path: str
     cases: list[Case]
+    # over every file read (the matrix and what it includes), in the order read
+    sha256: str = ""
 
     def case(self, case_id: str) -> Case:
         for c in self.cases:
@@ -274,6 +287,9 @@ class _Layers:
         self.families: dict[str, tuple[dict, _Doc]] = {}
         self.cases: list[tuple[dict, _Doc, int]] = []
         self.select: tuple[list[str], _Doc] | None = None
+        self.digest = hashlib.sha256()  # every file read, in order
+
+
 
 
 def _collect(path: Path, layers: _Layers, seen: tuple[Path, ...]) -> None:
@@ -282,6 +298,7 @@ def _collect(path: Path, layers: _Layers, seen: tuple[Path, ...]) -> None:
         chain = " -> ".join(str(p) for p in (*seen, path))
         raise MatrixError(f"{path}: include cycle: {chain}")
     doc = _Doc(path)
+    layers.digest.update(str(path.name).encode() + b"\0" + path.read_bytes() + b"\0")
     data = doc.data
     includes = data.get("include", [])
     if isinstance(includes, str):
@@ -350,6 +367,25 @@ def _fields_for(loc: tuple) -> list[str]:
     return []
 
 
+def _unbounded_required(case: Case) -> str | None:
+    """A task's required metrics must each have a bound for every dtype the case lists: a metric
+    with no bound cannot fail, so a case gated on nothing would pass anything."""
+    groups = task_kind(case.task).required
+    missing = []
+    for dtype, tol in case.tolerances.items():
+        bounded = tol.bounds()
+        for group in groups:
+            if not any(m in bounded for m in group):
+                missing.append(f"{dtype} has no bound for {' or '.join(group)}")
+    if case.mteb_tasks:
+        missing += [f"{dtype} has no bound for main_score (the case has mteb_tasks)"
+                    for dtype, tol in case.tolerances.items() if tol.main_score is None]
+    if not missing:
+        return None
+    return (f"task {case.task!r} must gate " + ", ".join(" or ".join(g) for g in groups)
+            + " for every dtype: " + "; ".join(missing))
+
+
 def load_matrix(path: str | Path) -> Matrix:
     """Load, merge and validate a matrix file. Raises MatrixError listing every problem."""
     path = Path(path)
@@ -384,6 +420,11 @@ def load_matrix(path: str | Path) -> Matrix:
         except ValidationError as e:
             problems.append(_format_validation(e, raw, doc, i, fam, str(fam_name), case_id))
             continue
+        unbounded = _unbounded_required(case)
+        if unbounded:
+            problems.append(f"{_error_location(('tolerances',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
+                            f"key 'tolerances': {unbounded}")
+            continue
         if case.dtype is not None and case.dtype not in case.tolerances:
             problems.append(
                 f"{doc.where('cases', i)}: case {case_id!r}, key 'tolerances': no entry for dtype "
@@ -408,7 +449,7 @@ def load_matrix(path: str | Path) -> Matrix:
         raise MatrixError(f"{len(problems)} problem(s) in matrix {path}:\n" + "\n".join(problems))
     if not cases:
         raise MatrixError(f"{path}: the matrix has no cases")
-    return Matrix(path=str(path), cases=sorted(cases, key=lambda c: c.id))
+    return Matrix(path=str(path), cases=sorted(cases, key=lambda c: c.id), sha256=layers.digest.hexdigest())
 
 
 def filter_cases(matrix: Matrix, case_globs: list[str] | None = None) -> list[Case]:
@@ -419,8 +460,6 @@ def filter_cases(matrix: Matrix, case_globs: list[str] | None = None) -> list[Ca
 
 def model_group(case: Case) -> str:
     """Cases sharing weights share a group: they stay on one shard / one xdist worker."""
-    import hashlib
-
     return hashlib.sha256(case.model.model_dump_json().encode()).hexdigest()[:12]
 
 

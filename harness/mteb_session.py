@@ -17,6 +17,7 @@ from harness.matrix import REFERENCE_RUNNER, Case, Matrix
 from harness.plan import ModelProblem, build_plan
 from harness.platform import Platform
 from harness.report import MetricOut, ReferenceResult, Report, Result
+from harness.verdict import Metric, gate
 from harness.session import _now, execute, new_report
 
 EXPECTED_DIR = "mteb"  # under the golden folder: golden/mteb/<case>.json
@@ -108,25 +109,21 @@ def _task_result(case: Case, runner: str, task: str, tol: float | None, got_out:
         status = got_out.status if got_out is not None and got_out.status != "ok" else "error"
         return Result(**base, status=status, reason=got_out.reason if got_out else "not run")
     score = got[task]["main_score"]
-    metrics: list[MetricOut] = []
-    problems: list[str] = []
+    metrics: list[Metric] = []
+    problems: list[str] = [] if tol is not None else ["the case has no main_score bound for this dtype"]
     if runner != REFERENCE_RUNNER:
         if ref is None:
-            return Result(**base, status="error", reason="reference (hf) MTEB run failed", metrics=metrics)
-        delta = abs(score - ref[task]["main_score"])
-        metrics.append(MetricOut(name="main_score_delta_vs_hf", value=delta, bound=tol, ok=tol is None or delta <= tol))
+            return Result(**base, status="error", reason="reference (hf) MTEB run failed")
+        metrics.append(Metric("main_score_delta_vs_hf", abs(score - ref[task]["main_score"]), tol))
     exp = (expected or {}).get("tasks", {}).get(task)
     if exp is None:
         problems.append("no stored expected score (record with `parity mteb --record-expected`)")
     elif expected.get("model_fingerprint") != getattr(model, "fingerprint", None):
         problems.append("stored expected score was made from other weights: refused (re-record it)")
     else:
-        delta = abs(score - exp["main_score"])
-        metrics.append(MetricOut(name="main_score_delta_vs_expected", value=delta, bound=tol,
-                                 ok=tol is None or delta <= tol))
+        metrics.append(Metric("main_score_delta_vs_expected", abs(score - exp["main_score"]), tol))
     base["info"] = {**base["info"], "main_score": score, "main_metric": got[task]["main_metric"],
                     "expected": exp["main_score"] if exp else None, "hf": ref[task]["main_score"] if ref else None}
-    failed = [m for m in metrics if not m.ok]
-    reason = "; ".join([f"{m.name} {m.value:.3g} > {m.bound:.3g}" for m in failed] + problems)
-    status = "fail" if failed or problems else "pass"
-    return Result(**base, status=status, reason=reason, metrics=metrics)
+    v = gate(metrics, problems)
+    return Result(**base, status=v.status, reason=v.reason,
+                  metrics=[MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics])

@@ -1,14 +1,17 @@
 """pytest plugin: a matrix becomes test items, one per (case, compared runner).
 
-    pytest --matrix matrices/pooling.yaml --runners vllm-v1 vllm-v2 [-n auto --dist loadgroup]
-    pytest --parity-against golden          # compare to committed goldens, no HF process
-    pytest --update-golden -k bert           # rewrite goldens of the selected cases first
+    pytest --pyargs harness.matrix_tests --matrix matrices/pooling.yaml -n 2 --dist loadgroup
+    pytest ... --parity-against golden       # compare to committed goldens, no HF process
+    pytest ... --update-golden -k bert        # rewrite goldens of the selected cases first
 
-Any test that takes the `parity_result` fixture is parametrised over the matrix; ids are
-`<case>:<runner>`, sorted, so every xdist worker collects the same list. Cases that share a model
-source carry the same `xdist_group`, so with `--dist loadgroup` a model loads once per worker.
-Nothing is built or run at collection time: the first item of a group runs that group's cases
-on every runner (through the same worker machinery as `parity run`), the rest reuse the result.
+Any test that takes the `parity_result` fixture is parametrised over the matrix, derived check
+cases included; ids are `<case>:<runner>`, sorted, so every xdist worker collects the same list.
+Cases that share a model carry one `xdist_group`; xdist's loadgroup scheduler reads the group from
+a `@group` suffix of the node id, which xdist 3.8 writes to `item._nodeid`, an attribute pytest
+9.2 no longer reads: we write the suffix where the installed pytest keeps the node id, so a model
+loads on one worker only. Nothing is built or run at collection time: the first item of a
+group runs that group's cases on every runner (the same machinery as `parity run`), the rest
+reuse the result. At the end the session writes report.json / report.md / junit.xml.
 """
 
 from __future__ import annotations
@@ -50,10 +53,12 @@ def _matrix(config: pytest.Config) -> Matrix:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "parity_result" not in metafunc.fixturenames:
         return
+    from harness.checks import expand_checks
+
     matrix = _matrix(metafunc.config)
     only = metafunc.config.getoption("--runners")
     params = []
-    for case in matrix.cases:
+    for case in expand_checks(matrix.cases):
         for runner in case.compared_runners:
             if only and runner not in only:
                 continue
@@ -61,6 +66,32 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                                        marks=[pytest.mark.xdist_group(_group(case))]))
     params.sort(key=lambda p: p.id)
     metafunc.parametrize("parity_result", params, indirect=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    try:
+        loadgroup = bool(config.getvalue("loadgroup"))
+    except (AttributeError, ValueError):
+        loadgroup = False
+    if not loadgroup:
+        return
+    for item in items:
+        marks = [m.args[0] for m in item.iter_markers("xdist_group") if m.args and str(m.args[0]).startswith("parity-")]
+        if marks and not item.nodeid.endswith(f"@{marks[0]}"):
+            _set_nodeid(item, f"{item.nodeid}@{marks[0]}")
+
+
+def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
+    """pytest >= 9.2 keeps the node id as `_id` (a NodeId); earlier ones as the string `_nodeid`."""
+    if hasattr(item, "_id"):
+        from _pytest.nodeid import coerce_node_id
+
+        item._id = coerce_node_id(nodeid)
+    else:
+        item._nodeid = nodeid
+    if item.nodeid != nodeid:
+        raise pytest.UsageError(f"cannot group {nodeid!r} for xdist with this pytest: pin pytest<9.2 or run without -n")
 
 
 class ParitySession:
@@ -81,7 +112,7 @@ class ParitySession:
             from harness.session import run_cases
 
             matrix = load_matrix(matrix_path)
-            case = matrix.case(case_id)
+            case = matrix.case(case_id.split("@", 1)[0])  # a derived check case runs with its base
             group = [c for c in matrix.cases if _group(c) == _group(case)]
             only = self.config.getoption("--runners")
             golden_dir = Path(self.config.getoption("--golden-dir") or Path(self.config.rootpath) / "golden")
@@ -99,10 +130,51 @@ class ParitySession:
         return self.results.get(key)
 
 
+def _out_dir(config: pytest.Config) -> Path:
+    out = config.getoption("--parity-out")
+    return Path(out) if out else Path(config.rootpath) / "runs" / "pytest"
+
+
+def _worker_id(config: pytest.Config) -> str | None:
+    return getattr(config, "workerinput", {}).get("workerid")
+
+
 @pytest.fixture(scope="session")
-def parity_session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ParitySession:
-    out = request.config.getoption("--parity-out")
-    return ParitySession(request.config, Path(out) if out else tmp_path_factory.mktemp("parity"))
+def parity_session(request: pytest.FixtureRequest) -> ParitySession:
+    session = ParitySession(request.config, _out_dir(request.config) / (_worker_id(request.config) or "main"))
+    request.config._parity_session = session  # type: ignore[attr-defined]
+    return session
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Each process writes the part it ran; the controller (or a run without xdist) merges the
+    parts into the run's report.json, report.md and junit.xml, like `parity run`."""
+    from harness.report import merge, read_json, write_all, write_json
+
+    config = session.config
+    mine = getattr(config, "_parity_session", None)
+    if mine is not None and mine.reports:
+        write_json(merge(mine.reports, shards=False), mine.out_dir / "part.json")
+    if _worker_id(config) is not None:
+        return
+    out = _out_dir(config)
+    parts = sorted(out.glob("*/part.json")) if out.is_dir() else []
+    if not parts:
+        return
+    reports, seen = [], set()
+    for p in parts:  # without --dist loadgroup two workers may have run one model group: keep one
+        r = read_json(p)
+        r.results = [x for x in r.results if (x.case_id, x.runner) not in seen]
+        r.references = [x for x in r.references if ("ref", x.case_id) not in seen]
+        seen |= {(x.case_id, x.runner) for x in r.results} | {("ref", x.case_id) for x in r.references}
+        reports.append(r)
+    report = merge(reports, shards=False)
+    for p in parts:
+        p.unlink()
+    paths = write_all(report, out)
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(f"parity report: {paths['json']} · {paths['markdown']} · {paths['junit']}")
 
 
 @pytest.fixture

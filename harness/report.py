@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from harness.verdict import ORDER, is_failing
+
 SCHEMA_VERSION = 1
-ORDER = {"error": 0, "fail": 1, "xpass": 2, "xfail": 3, "skip": 4, "pass": 5}
-FAILING = ("fail", "error", "xpass")
 
 
 class MetricOut(BaseModel):
@@ -75,7 +75,9 @@ class Report(BaseModel):
     git_commit: str | None = None
     command: list[str] = Field(default_factory=list)
     matrix: str
-    matrix_sha256: str
+    matrix_sha256: str  # over the matrix file and every file it includes
+    shard: str | None = None  # "K/N" when this is one shard of a sharded run
+    selection: dict[str, Any] = Field(default_factory=dict)  # -k globs, runners: shards of one run agree
     device: str
     started: str
     finished: str | None = None
@@ -98,7 +100,7 @@ class Report(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return not self.partial and not any(r.status in FAILING for r in self.results)
+        return not self.partial and not any(is_failing(r.status) for r in self.results)
 
     def exit_code(self) -> int:
         return 0 if self.ok else 1
@@ -218,13 +220,41 @@ def write_all(report: Report, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-def merge(reports: list[Report]) -> Report:
-    """Combine shard reports of one matrix into one report (results ordered by case, runner)."""
+def _check_shards(reports: list[Report]) -> None:
+    unsharded = [r.matrix for r in reports if r.shard is None]
+    if unsharded:
+        raise ValueError(f"{len(unsharded)} report(s) are not shard reports (run with --shard K/N): only shards of one run merge")
+    parsed = [tuple(int(x) for x in str(r.shard).split("/")) for r in reports]
+    counts = {n for _, n in parsed}
+    if len(counts) > 1:
+        raise ValueError(f"foreign shard: the reports split the run differently: {sorted(str(r.shard) for r in reports)}")
+    (n,) = counts
+    ks = [k for k, _ in parsed]
+    dup = sorted({k for k in ks if ks.count(k) > 1})
+    if dup:
+        raise ValueError(f"duplicate shard(s): {', '.join(f'{k}/{n}' for k in dup)}")
+    missing = sorted(set(range(1, n + 1)) - set(ks))
+    if missing:
+        raise ValueError(f"missing shard(s): {', '.join(f'{k}/{n}' for k in missing)}; parity cannot be claimed "
+                         f"for cases that no report covers")
+
+
+def merge(reports: list[Report], shards: bool = True) -> Report:
+    """Combine the shard reports of one run into one report (results ordered by case, runner).
+    Refuses a missing, duplicate or foreign shard: a merged report that says parity holds must
+    cover every shard of one matrix and one selection. `shards=False` combines the disjoint parts
+    of one session instead (pytest's model groups and xdist workers)."""
     if not reports:
         raise ValueError("nothing to merge")
     matrices = {r.matrix_sha256 for r in reports}
     if len(matrices) > 1:
-        raise ValueError(f"shard reports come from different matrices: {sorted({r.matrix for r in reports})}")
+        raise ValueError(f"foreign shard: the reports come from different matrices (or included files): "
+                         f"{sorted({(r.matrix, r.matrix_sha256[:12]) for r in reports})}")
+    selections = {json.dumps(r.selection, sort_keys=True) for r in reports}
+    if len(selections) > 1:
+        raise ValueError(f"foreign shard: the reports select different cases or runners: {sorted(selections)}")
+    if shards and (len(reports) > 1 or reports[0].shard is not None):
+        _check_shards(reports)
     seen: dict[tuple[str, str], str] = {}
     for i, r in enumerate(reports):
         for res in r.results:
@@ -236,7 +266,7 @@ def merge(reports: list[Report]) -> Report:
     partial = [r.partial_reason or "partial" for r in reports if r.partial]
     return Report(
         harness_version=first.harness_version, git_commit=first.git_commit, command=first.command,
-        matrix=first.matrix, matrix_sha256=first.matrix_sha256, device=first.device,
+        matrix=first.matrix, matrix_sha256=first.matrix_sha256, device=first.device, selection=first.selection,
         started=min(r.started for r in reports),
         finished=max((r.finished or "") for r in reports) or None,
         wall_seconds=max((r.wall_seconds or 0.0) for r in reports),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import subprocess
 import sys
 import time
@@ -11,7 +10,8 @@ from pathlib import Path
 
 from harness import __version__, golden
 from harness.checks import expand_checks
-from harness.compare import Verdict, apply_divergence, compare
+from harness import compare
+from harness.verdict import Measurement, Verdict, outcome_verdict
 from harness.execute import Executor, Progress, RunOutcome, Timeouts
 from harness.inputs import input_set
 from harness.matrix import REFERENCE_RUNNER, Case, Matrix
@@ -47,41 +47,20 @@ def new_report(matrix: Matrix, device: str, started: str, wall: float, partial: 
     """A report with the provenance every report carries (versions, git commit, matrix hash)."""
     return Report(
         harness_version=__version__, git_commit=_git_commit(), command=list(sys.argv), matrix=matrix.path,
-        matrix_sha256=hashlib.sha256(Path(matrix.path).read_bytes()).hexdigest(), device=device,
+        matrix_sha256=matrix.sha256, device=device,
         started=started, finished=_now(), wall_seconds=wall, partial=bool(partial), partial_reason=partial, **fields,
     )
 
 
 def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got: RunOutcome | None) -> Verdict:
-    """Turn a case's reference and runner outcomes into a verdict. Never `pass` without a comparison."""
-    if got is None:
-        return Verdict("error", "not run (the run was interrupted or the worker never reached it)")
-    if got.status != "ok":
-        known = case.skip_if_error
-        if got.status == "error" and known and runner in known.runners and known.error_match in got.reason:
-            return Verdict("skip", f"{got.reason} ({known.reason})")
-        return apply_divergence(case, runner, Verdict(got.status, got.reason))
-    variant = runner.split("-", 1)[1] if runner.startswith("vllm-") else None
-    actual = got.info.get("actual_runner")
-    if variant in ("v1", "v2") and actual != variant:
-        return Verdict("error", f"asked vLLM for model runner {variant.upper()} but it ran {str(actual).upper()} "
-                                f"({got.info.get('runner_evidence', 'no evidence')})")
-    expected = case.expected_auto_runner
-    if variant == "auto" and expected and actual != expected:
-        return Verdict("fail", f"default-runner audit: vLLM chose {str(actual).upper()} but this family expects "
-                               f"{expected.upper()} ({got.info.get('runner_choice', 'no reason recorded')})")
-    if ref is None:
-        return Verdict("error", "reference (hf) was not run")
-    if ref.status != "ok":
-        return Verdict("skip" if ref.status == "skip" else "error", f"reference (hf) {ref.status}: {ref.reason}")
-    try:
-        tol = case.tolerance(dtype)
-        ref_items, _ = load_items(Path(ref.output))  # type: ignore[arg-type]
-        got_items, _ = load_items(Path(got.output))  # type: ignore[arg-type]
-        items = input_set(case.inputs).items
-        return compare(case, runner, tol, task_kind(case.task).metrics, ref_items, got_items, items)
-    except Exception as e:  # noqa: BLE001 - a broken output file is this case's error only
-        return Verdict("error", f"comparison failed: {type(e).__name__}: {e}")
+    """The verdict (harness.verdict decides) of a case on one runner, comparing the outputs on disk."""
+    def measure() -> Measurement:
+        ref_items, _ = load_items(Path(ref.output))  # type: ignore[union-attr, arg-type]
+        got_items, _ = load_items(Path(got.output))  # type: ignore[union-attr, arg-type]
+        return compare.measure(case.tolerance(dtype), task_kind(case.task).metrics, ref_items, got_items,
+                               input_set(case.inputs).items)
+
+    return outcome_verdict(case, runner, ref, got, measure)
 
 
 def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], RunOutcome], started: str,
@@ -135,7 +114,8 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
             continue  # nothing to compare, or a derived check case (held to its base case's golden)
         try:
             g = golden.read(golden_dir, case.id)
-            golden.check_matches(g, case.id, model.fingerprint, input_set(case.inputs).sha256)
+            golden.check_matches(g, case.id, model.fingerprint, input_set(case.inputs).sha256,
+                                 golden.reference_key(case, model.path, plan.dtypes[case.id], plan.platform.device))
         except golden.GoldenError as e:
             out[(case.id, REFERENCE_RUNNER)] = RunOutcome(case.id, REFERENCE_RUNNER, "error", f"golden {e.kind}: {e}")
             continue
@@ -212,24 +192,25 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
     items, _ = load_items(Path(ref.output))  # type: ignore[arg-type]
     inputs = input_set(case.inputs)
     dtype = plan.dtypes[case.id]
+    key = golden.reference_key(case, model.path, dtype, plan.platform.device)
 
     def record() -> Path:
         return golden.write(golden_dir, case.id, items, task=case.task, fingerprint=model.fingerprint,
                             inputs={"name": inputs.name, "version": inputs.version, "sha256": inputs.sha256,
                                     "count": len(inputs.items)},
                             dtype=dtype, device=plan.platform.device, versions=ref.info.get("versions", {}),
-                            model=model.description)
+                            model=model.description, key=key)
 
     if mode == "update":
         return Verdict("pass", f"golden updated: {record()}"), []
     try:
         g = golden.read(golden_dir, case.id)
-        golden.check_matches(g, case.id, model.fingerprint, inputs.sha256)
+        golden.check_matches(g, case.id, model.fingerprint, inputs.sha256, key)
     except golden.GoldenError as e:
         if e.kind == "missing" and mode == "record":
             return Verdict("fail", f"golden was missing; recorded now at {record()}: review and commit it"), []
         return Verdict("error" if e.kind != "missing" else "fail", f"golden {e.kind}: {e}"), []
-    v = compare(case, REFERENCE_RUNNER, case.tolerance(dtype), task_kind(case.task).metrics, g.items, items, inputs.items)
+    v = compare.compare(case, REFERENCE_RUNNER, case.tolerance(dtype), task_kind(case.task).metrics, g.items, items, inputs.items)
     metrics = [MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics]
     if v.status != "pass":
         obtained = golden.write_obtained(golden_dir, case.id, items)

@@ -9,6 +9,8 @@ Run as `python -m harness.synthetic '<SyntheticModel JSON>'` to build one into t
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -460,9 +462,32 @@ def family_of(arch: str) -> ArchFamily:
     raise ValueError(f"unknown synthetic arch {arch!r}; valid: {', '.join(valid)}")
 
 
+@functools.lru_cache(maxsize=1)
+def builder_digest() -> str:
+    """What shapes a checkpoint besides its spec: the builder's code (architecture configs,
+    tokenizers, post-build steps) and the data files it reads. Editing any of them is a new key,
+    so a stale checkpoint is never reused silently."""
+    h = hashlib.sha256()
+    for path in sorted([Path(__file__), Path(__file__).parent / "refmodels.py", *DATA.rglob("*")]):
+        if path.is_file() and "__pycache__" not in path.parts and "mteb" not in path.relative_to(DATA.parent).parts:
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
 def spec_dir(spec: SyntheticModel) -> Path:
-    key = json.dumps({"v": BUILDER_VERSION, **spec.model_dump()}, sort_keys=True)
+    key = json.dumps({"v": BUILDER_VERSION, "builder": builder_digest(), "family": _family_data(spec.arch),
+                      **spec.model_dump()}, sort_keys=True, default=str)
     return cache_root() / "models" / f"{spec.arch.lower()}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def _family_data(arch: str) -> dict:
+    """The ArchFamily as data (its functions by name), so a change made at run time counts too."""
+    try:
+        fam = family_of(arch)
+    except ValueError:
+        return {}
+    return {k: getattr(v, "__qualname__", v) for k, v in dataclasses.asdict(fam).items()} \
+        if dataclasses.is_dataclass(fam) else {"repr": repr(fam)}
 
 
 def seeded_values(seed: int, name: str, shape: tuple[int, ...], std: float) -> np.ndarray:

@@ -17,16 +17,21 @@ class TaskKind:
     item_shape: str  # human-readable shape of one item's output
     pairs: bool  # inputs are (query, document) pairs
     metrics: tuple[str, ...]  # metric names `compare` computes for this task
+    # metrics a matrix must bound, each group "one of these": cosine alone cannot see a lost L2
+    # normalisation (same direction, other length), so vectors gate cosine and max_abs
+    required: tuple[tuple[str, ...], ...]
 
 
+_VALUES = (("max_abs", "max_rel"),)
+_VECTORS = (("cosine_distance",), ("max_abs",))
 TASK_KINDS: dict[str, TaskKind] = {
-    "embed": TaskKind("embed", "[dim]", False, ("cosine_distance", "max_abs")),
-    "classify": TaskKind("classify", "[num_labels]", False, ("max_abs", "max_rel")),
-    "score": TaskKind("score", "[] (one score per pair)", True, ("max_abs", "max_rel", "rank_disagreement")),
-    "token_embed": TaskKind("token_embed", "[tokens, dim]", False, ("cosine_distance", "max_abs")),
-    "token_classify": TaskKind("token_classify", "[tokens, num_labels]", False, ("max_abs",)),
-    "reward": TaskKind("reward", "[tokens, num_labels] or [num_labels]", False, ("max_abs",)),
-    "step_reward": TaskKind("step_reward", "[steps, num_labels]", False, ("max_abs",)),
+    "embed": TaskKind("embed", "[dim]", False, ("cosine_distance", "max_abs"), _VECTORS),
+    "classify": TaskKind("classify", "[num_labels]", False, ("max_abs", "max_rel"), _VALUES),
+    "score": TaskKind("score", "[] (one score per pair)", True, ("max_abs", "max_rel", "rank_disagreement"), _VALUES),
+    "token_embed": TaskKind("token_embed", "[tokens, dim]", False, ("cosine_distance", "max_abs"), _VECTORS),
+    "token_classify": TaskKind("token_classify", "[tokens, num_labels]", False, ("max_abs",), (("max_abs",),)),
+    "reward": TaskKind("reward", "[tokens, num_labels] or [num_labels]", False, ("max_abs",), (("max_abs",),)),
+    "step_reward": TaskKind("step_reward", "[steps, num_labels]", False, ("max_abs",), (("max_abs",),)),
 }
 
 

@@ -2,9 +2,9 @@
 
 It goes through the same worker process and protocol as the real runners. The behaviour comes
 from the load request's engine kwargs (a matrix case's `engine:`): {"behaviour": "echo" | "crash"
-| "exit" | "oom" | "hang" | "raise" | "fail-load" | "nan" | "inf" | "short" | "copy", "dim": 8}.
-"echo" returns a deterministic vector per input text; "copy" returns the committed golden of
-`case` if given (a runner that agrees with the reference).
+| "exit" | "oom" | "hang" | "raise" | "fail-load" | "nan" | "inf" | "short", "dim": 8,
+"say": "text"}. "echo" returns a deterministic vector per input text; "say" is printed to the
+worker's log before the behaviour (a log that mentions anything must not change a verdict).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import sys
 import time
 from typing import Any
 
@@ -27,6 +28,8 @@ class FakeRunner:
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
         self.opts = {**req.hf, **req.engine}
+        if self.opts.get("say"):
+            print(self.opts["say"], file=sys.stderr, flush=True)
         if self.opts.get("behaviour") == "fail-load":
             raise RuntimeError("engine refused to start (fake)")
         return {"actual_runner": self.variant or "fake", "device": req.device, "versions": {}}

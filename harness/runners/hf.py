@@ -33,11 +33,22 @@ DEFAULT_RECIPE_BY_ARCH = {
 }
 
 
-def recipe(name: str) -> Callable[[Recipe], Recipe]:
+RECIPE_VERSIONS: dict[str, int] = {}
+
+
+def recipe(name: str, version: int = 1) -> Callable[[Recipe], Recipe]:
+    """Register a reference recipe. Bump `version` whenever what it computes changes: goldens
+    record it and are refused when it differs."""
     def deco(fn: Recipe) -> Recipe:
         RECIPES[name] = fn
+        RECIPE_VERSIONS[name] = version
         return fn
     return deco
+
+
+def resolve_recipe(task: str, architecture: str, reference: str | None) -> str | None:
+    """The recipe a case runs: the one it names, else the default for its architecture and task."""
+    return reference or DEFAULT_RECIPE_BY_ARCH.get((architecture, task)) or DEFAULT_RECIPE.get(task)
 
 
 def _torch_dtype(dtype: str):
@@ -127,7 +138,7 @@ class HFRunner:
         return RECIPES[name](self, items, options)
 
     def _default_recipe(self, task: str) -> str | None:
-        return DEFAULT_RECIPE_BY_ARCH.get((self.architecture(), task)) or DEFAULT_RECIPE.get(task)
+        return resolve_recipe(task, self.architecture(), None)
 
     def unload(self) -> None:
         self._st = None

@@ -13,8 +13,16 @@ import time
 from pathlib import Path
 
 
+LOG_TAIL_MARK = "\n--- worker log tail ---\n"
+
+
 class WorkerFailure(Exception):
     """The worker died or hung; the message ends with the tail of its log."""
+
+    @property
+    def summary(self) -> str:
+        """The failure itself, without the log tail (a log may mention anything)."""
+        return str(self).split(LOG_TAIL_MARK, 1)[0]
 
 
 def log_tail(path: Path, lines: int = 25) -> str:
@@ -99,8 +107,8 @@ class Worker:
                 if left <= 0:
                     self.kill()
                     raise WorkerFailure(
-                        f"{self.runner} worker timed out after {timeout:.0f} s during {what}; killed.\n"
-                        f"--- worker log tail ---\n{log_tail(self.log_path)}"
+                        f"{self.runner} worker timed out after {timeout:.0f} s during {what}; killed."
+                        f"{LOG_TAIL_MARK}{log_tail(self.log_path)}"
                     )
                 if not sel.select(timeout=min(left, 1.0)):
                     continue
@@ -108,8 +116,8 @@ class Worker:
                 if not chunk:
                     code = self.proc.wait(timeout=30)
                     raise WorkerFailure(
-                        f"{self.runner} worker died during {what} ({_describe_exit(code)}).\n"
-                        f"--- worker log tail ---\n{log_tail(self.log_path)}"
+                        f"{self.runner} worker died during {what} ({_describe_exit(code)})."
+                        f"{LOG_TAIL_MARK}{log_tail(self.log_path)}"
                     )
                 self._buf += chunk
         finally:

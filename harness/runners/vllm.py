@@ -77,6 +77,7 @@ class VllmRunner:
             raise ValueError(f"vllm runner variant must be v1, v2 or auto, got {variant!r}")
         self.variant = variant
         self.llm = None
+        self.last_meta: list[dict] = []
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
         import torch
@@ -128,25 +129,28 @@ class VllmRunner:
         from harness.checks import run_with_options
 
         tok = {"truncation": True, "max_length": int(options["truncate"])} if options.get("truncate") else None
-        return run_with_options(lambda batch: self._call(task, batch, tok), list(items), options)
+        answered = run_with_options(lambda batch: self._call(task, batch, tok), list(items), options)
+        # per request, in input order: what the engine saw (for the checks' proof of effect)
+        self.last_meta = [meta for _, meta in answered]
+        return [out for out, _ in answered]
 
-    def _call(self, task: str, items: list, tok: dict | None) -> list[np.ndarray]:
+    def _call(self, task: str, items: list, tok: dict | None) -> list[tuple[np.ndarray, dict]]:
         kw: dict[str, Any] = {"use_tqdm": False}
         if tok:
             kw["tokenization_kwargs"] = dict(tok)
         if task == "embed":
             prompts = [_prompt(it) for it in items]
-            return [np.asarray(o.outputs.embedding, dtype=np.float32) for o in self.llm.embed(prompts, **kw)]
+            return [(np.asarray(o.outputs.embedding, dtype=np.float32), _meta(o)) for o in self.llm.embed(prompts, **kw)]
         if task == "classify":
-            return [np.asarray(o.outputs.probs, dtype=np.float32) for o in self.llm.classify(items, **kw)]
+            return [(np.asarray(o.outputs.probs, dtype=np.float32), _meta(o)) for o in self.llm.classify(items, **kw)]
         if task == "score":
             outs = self.llm.score([_score_input(q) for q, _ in items], [_score_input(d) for _, d in items], **kw)
-            return [np.asarray([o.outputs.score], dtype=np.float32) for o in outs]
+            return [(np.asarray([o.outputs.score], dtype=np.float32), _meta(o)) for o in outs]
         if task in ("token_classify", "token_embed", "reward", "step_reward"):
             # vLLM has no `reward` task: reward models and PRMs are served as token_classify
             pooling_task = "token_classify" if task in ("reward", "step_reward") else task
             prompts = [_prompt(it) for it in items]
-            return [_to_numpy(o.outputs.data) for o in self.llm.encode(prompts, pooling_task=pooling_task, **kw)]
+            return [(_to_numpy(o.outputs.data), _meta(o)) for o in self.llm.encode(prompts, pooling_task=pooling_task, **kw)]
         raise ValueError(f"the vllm runner does not implement task {task!r}")
 
     def unload(self) -> None:
@@ -158,6 +162,14 @@ class VllmRunner:
             pass
         self.llm = None
         gc.collect()
+
+
+def _meta(output) -> dict[str, Any]:
+    """What vLLM reports of one request: the prompt token ids it ran and the prefix-cache hits."""
+    ids = getattr(output, "prompt_token_ids", None)
+    cached = getattr(output, "num_cached_tokens", None)
+    return {"prompt_token_ids": [int(t) for t in ids] if ids is not None else None,
+            "num_cached_tokens": int(cached) if cached is not None else None}
 
 
 def _kv_budget(req: LoadRequest):

@@ -57,7 +57,7 @@ def _serve(runner_name: str, reply) -> None:
                 outs = runner.run(msg["task"], msg["items"], msg.get("options", {}))
                 run_s = time.perf_counter() - t0
                 save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
-                reply({"ok": True, "seconds": run_s, "n": len(outs)})
+                reply({"ok": True, "seconds": run_s, "n": len(outs), "requests": _requests(runner, msg["out"])})
             elif op == "mteb":
                 if not loaded:
                     raise RuntimeError("mteb requested before a model was loaded")
@@ -75,6 +75,21 @@ def _serve(runner_name: str, reply) -> None:
                 "error": f"{type(e).__name__}: {e}".strip()[:4000],
                 "traceback": traceback.format_exc()[-6000:],
             })
+
+
+def _requests(runner, out: str) -> dict | None:
+    """A summary of what the engine reported per request (prompt lengths, prefix-cache hits); the
+    token ids themselves go beside the outputs (`<out>.requests.json`)."""
+    meta = getattr(runner, "last_meta", None)
+    if not meta:
+        return None
+    with open(out + ".requests.json", "w") as f:
+        json.dump(meta, f)
+    lengths = [len(m["prompt_token_ids"]) for m in meta if m.get("prompt_token_ids") is not None]
+    cached = [m["num_cached_tokens"] for m in meta if m.get("num_cached_tokens") is not None]
+    return {"count": len(meta), "max_prompt_tokens": max(lengths, default=None),
+            "min_prompt_tokens": min(lengths, default=None), "cached_tokens": sum(cached) if cached else None,
+            "requests_with_cache_hits": sum(1 for c in cached if c > 0) if cached else None}
 
 
 def memory_mb() -> dict[str, float | None]:

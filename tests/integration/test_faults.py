@@ -26,6 +26,7 @@ EXPECTED = {
     "short": ("fail", "wrong count: 23 outputs for 24 inputs"),
     "wrong-shape": ("fail", "shape mismatch at item 0: reference [64], runner [8]"),
     "model-missing-offline": ("skip", "parity-harness/not-in-any-cache is not in the Hugging Face cache"),
+    "crash-log-mentions-known-skip": ("error", "worker died during case crash-log-mentions-known-skip (killed by SIGABRT)"),
 }
 
 

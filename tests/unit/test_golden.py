@@ -14,10 +14,14 @@ def _items(seed=0, n=4):
     return [rng.normal(size=6).astype(np.float32) for _ in range(n)]
 
 
-def _write(root, items, fp="f" * 64, inputs_sha="i" * 64):
+KEY = {"task": "embed", "dtype": "float32", "device": "cpu", "truncate": None, "hf_options": {},
+       "recipe": "st-embed", "recipe_version": 1}
+
+
+def _write(root, items, fp="f" * 64, inputs_sha="i" * 64, key=KEY):
     return golden.write(root, "case-a", items, task="embed", fingerprint=fp,
                         inputs={"name": "short-texts", "sha256": inputs_sha}, dtype="float32",
-                        device="cpu", versions={"torch": "x"}, model="synthetic")
+                        device="cpu", versions={"torch": "x"}, model="synthetic", key=key)
 
 
 def test_round_trip_with_readable_manifest(tmp_path):
@@ -28,7 +32,7 @@ def test_round_trip_with_readable_manifest(tmp_path):
     m = json.loads((d / "manifest.json").read_text())
     assert m["model_fingerprint"] == "f" * 64 and m["task"] == "embed" and m["versions"] == {"torch": "x"}
     assert m["items"][0]["shape"] == [6] and m["items"][0]["mean"] == pytest.approx(float(items[0].mean()), rel=1e-6)
-    golden.check_matches(g, "case-a", "f" * 64, "i" * 64)
+    golden.check_matches(g, "case-a", "f" * 64, "i" * 64, KEY)
 
 
 def test_missing_golden_says_how_to_record(tmp_path):
@@ -40,11 +44,45 @@ def test_missing_golden_says_how_to_record(tmp_path):
 def test_golden_from_other_weights_or_inputs_is_refused(tmp_path):
     _write(tmp_path, _items())
     g = golden.read(tmp_path, "case-a")
-    with pytest.raises(GoldenError, match=r"other weights or inputs \(model fingerprint ffffffffffff != case's 000000000000\).*parity golden update -k case-a") as e:
-        golden.check_matches(g, "case-a", "0" * 64, "i" * 64)
+    with pytest.raises(GoldenError, match=r"other weights, inputs or reference \(model fingerprint ffffffffffff != case's 000000000000\).*parity golden update -k case-a") as e:
+        golden.check_matches(g, "case-a", "0" * 64, "i" * 64, KEY)
     assert e.value.kind == "mismatch"
     with pytest.raises(GoldenError, match=r"input hash iiiiiiiiiiii != case's jjjjjjjjjjjj"):
-        golden.check_matches(g, "case-a", "f" * 64, "j" * 64)
+        golden.check_matches(g, "case-a", "f" * 64, "j" * 64, KEY)
+
+
+@pytest.mark.parametrize("field, value", [("task", "classify"), ("dtype", "bfloat16"), ("device", "cuda"),
+                                          ("truncate", 64), ("hf_options", {"pooling": "cls"}), ("recipe", "clip-embed"),
+                                          ("recipe_version", 2)])
+def test_golden_made_for_another_reference_is_refused(tmp_path, field, value):
+    _write(tmp_path, _items())
+    g = golden.read(tmp_path, "case-a")
+    with pytest.raises(GoldenError, match=rf"{field} .* != case's") as e:
+        golden.check_matches(g, "case-a", "f" * 64, "i" * 64, {**KEY, field: value})
+    assert e.value.kind == "mismatch"
+
+
+def test_golden_without_a_reference_key_is_refused(tmp_path):
+    _write(tmp_path, _items(), key=KEY)
+    manifest = tmp_path / "case-a" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    del m["reference_key"]
+    manifest.write_text(json.dumps(m))
+    with pytest.raises(GoldenError, match="records no reference key"):
+        golden.check_matches(golden.read(tmp_path, "case-a"), "case-a", "f" * 64, "i" * 64, KEY)
+
+
+def test_reference_key_resolves_the_recipe_from_the_checkpoint(tmp_path):
+    from harness.matrix import Case
+    from harness.runners.hf import RECIPE_VERSIONS
+
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["CLIPModel"]}))
+    case = Case.model_validate(dict(id="c", family="f", task="embed", model={"source": "local", "path": "x"},
+                                    inputs="short-texts", runners=["hf"], truncate=16,
+                                    tolerances={"float32": {"cosine_distance": 1e-6, "max_abs": 1e-5}}))
+    key = golden.reference_key(case, tmp_path, "float32", "cpu")
+    assert key["recipe"] == "clip-embed" and key["recipe_version"] == RECIPE_VERSIONS["clip-embed"]
+    assert key["truncate"] == 16 and key["device"] == "cpu"
 
 
 def test_truncated_or_edited_arrays_are_corrupt_not_compared(tmp_path):

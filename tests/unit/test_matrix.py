@@ -154,3 +154,35 @@ def test_default_family_applies_to_cases(write_matrix):
         "    family: bert-embed\n    model", "    model")
     (case,) = load_matrix(write_matrix(text)).cases
     assert case.task == "embed" and case.family == "bert-embed"
+
+
+@pytest.mark.parametrize("task, bounds, missing", [
+    ("embed", "{cosine_distance: 1.0e-6}", "float32 has no bound for max_abs"),  # cosine cannot see a lost L2 norm
+    ("embed", "{max_abs: 1.0e-5}", "float32 has no bound for cosine_distance"),
+    ("score", "{rank_disagreement: 0.0}", "float32 has no bound for max_abs or max_rel"),
+    ("token_classify", "{max_rel: 1.0e-4}", "float32 has no bound for max_abs"),
+])
+def test_a_required_metric_without_a_bound_is_a_matrix_error(write_matrix, task, bounds, missing):
+    text = f"""
+families:
+  f: {{inputs: short-texts}}
+cases:
+  - id: one
+    family: f
+    task: {task}
+    runners: [hf, vllm-v1]
+    inputs: short-texts
+    model: {{source: synthetic, arch: BertModel}}
+    tolerances:
+      float32: {bounds}
+"""
+    with pytest.raises(MatrixError) as e:
+        load_matrix(write_matrix(text))
+    assert re.search(rf"m\.yaml:\d+: case 'one', key 'tolerances': task '{task}' must gate", str(e.value))
+    assert missing in str(e.value)
+
+
+def test_mteb_cases_must_bound_the_main_score(write_matrix):
+    text = BASE + "    mteb_tasks: [ParitySTS]\n"
+    with pytest.raises(MatrixError, match="float32 has no bound for main_score"):
+        load_matrix(write_matrix(text))

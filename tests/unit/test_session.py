@@ -50,13 +50,14 @@ def test_known_environment_error_is_a_skip_with_the_exact_error(tmp_path):
     case = make_case(skip_if_error={"runners": ["vllm-v1"], "error_match": "No module named 'torchvision'",
                                     "reason": "torchvision cannot sit beside torch+cpu"})
     missing = "engine/model failed to load: ModuleNotFoundError: No module named 'torchvision'"
-    v = verdict_for(case, "vllm-v1", "float32", ref, RunOutcome("c", "vllm-v1", "error", missing))
+    own = "ModuleNotFoundError: No module named 'torchvision'"
+    v = verdict_for(case, "vllm-v1", "float32", ref, RunOutcome("c", "vllm-v1", "error", missing, error=own))
     assert v.status == "skip" and v.reason == f"{missing} (torchvision cannot sit beside torch+cpu)"
     # any other error stays an error; another runner is not covered
     other = RunOutcome("c", "vllm-v1", "error", "engine/model failed to load: RuntimeError: out of blocks")
     assert verdict_for(case, "vllm-v1", "float32", ref, other).status == "error"
     case2 = make_case(runners=["hf", "vllm-v1", "vllm-v2"], skip_if_error=case.skip_if_error.model_dump())
-    assert verdict_for(case2, "vllm-v2", "float32", ref, RunOutcome("c", "vllm-v2", "error", missing)).status == "error"
+    assert verdict_for(case2, "vllm-v2", "float32", ref, RunOutcome("c", "vllm-v2", "error", missing, error=own)).status == "error"
     # where the runner does run, it is compared as usual
     ref, got = _outcomes(tmp_path, "vllm-v1", "v1")
     assert verdict_for(case, "vllm-v1", "float32", ref, got).status == "pass"

@@ -1,0 +1,190 @@
+"""The one place that decides pass / fail / xfail / xpass / skip / error. Everything else asks here.
+
+- pass:  every gated metric within its bound, after a real comparison.
+- fail:  a metric out of bounds; wrong count or shape; NaN/Inf; a recorded divergence that changed.
+- error: a runner or the reference crashed, hung or refused; the reference is degenerate; vLLM ran
+         another model runner than asked; an invariance check did not take effect.
+- skip:  the model is not available here, or a runner's own error message is one the case declares
+         as a known environment limit (`skip_if_error`).
+- xfail: a recorded divergence (`divergence:`) still diverging *inside its envelope* (`bounds:`),
+         or raising its recorded error.
+- xpass: a recorded divergence that now passes (strict: fails the gate until the mark goes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from harness.matrix import Case
+
+STATUSES = ("pass", "fail", "error", "skip", "xfail", "xpass")
+PASSING = ("pass", "xfail", "skip")
+FAILING = ("fail", "error", "xpass")
+ORDER = {"error": 0, "fail": 1, "xpass": 2, "xfail": 3, "skip": 4, "pass": 5}
+
+
+@dataclass
+class Metric:
+    name: str
+    value: float
+    bound: float | None  # None: reported, not gated (matrix validation makes required ones bounded)
+
+    @property
+    def ok(self) -> bool:
+        return self.bound is None or (bool(np.isfinite(self.value)) and self.value <= self.bound)
+
+
+@dataclass
+class Verdict:
+    status: str
+    reason: str = ""
+    metrics: list[Metric] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown verdict status {self.status!r}; valid: {', '.join(STATUSES)}")
+
+    @property
+    def ok(self) -> bool:
+        return self.status in PASSING
+
+
+@dataclass
+class Measurement:
+    """What a comparison found, before any verdict: a structural problem (count, shape, NaN/Inf),
+    a degenerate reference, or the metric values."""
+
+    problem: str | None = None
+    degenerate: str | None = None
+    metrics: list[Metric] = field(default_factory=list)
+
+
+def is_failing(status: str) -> bool:
+    return status in FAILING
+
+
+def judge(case: "Case", runner: str, m: Measurement) -> Verdict:
+    """The verdict of a comparison, with the case's recorded divergence applied."""
+    if m.problem is not None:
+        return _divergence(case, runner, Verdict("fail", m.problem, m.metrics), structural=True)
+    if m.degenerate is not None:
+        return Verdict("error", m.degenerate, m.metrics)  # proves nothing, marked or not
+    return _divergence(case, runner, gate(m.metrics))
+
+
+def gate(metrics: list[Metric], problems: list[str] | None = None) -> Verdict:
+    """pass when every bounded metric is within its bound and there is no problem; else fail."""
+    failed = [m for m in metrics if not m.ok]
+    reasons = [f"{m.name} {m.value:.3g} > {m.bound:.3g}" for m in failed] + list(problems or [])
+    return Verdict("fail" if reasons else "pass", "; ".join(reasons), metrics)
+
+
+def runner_error(case: "Case", runner: str, status: str, reason: str, error: str | None) -> Verdict:
+    """A runner that did not produce outputs. `error` is the error's own message (never a log
+    tail: a log may mention anything); only it is matched against skip_if_error and
+    divergence.error_match."""
+    own = error or ""
+    known = case.skip_if_error
+    if status == "error" and known and runner in known.runners and known.error_match in own:
+        return Verdict("skip", f"{reason} ({known.reason})")
+    div = case.divergence
+    if status == "error" and div is not None and runner in div.runners and div.error_match and div.error_match in own:
+        return Verdict("xfail", f"expected divergence: {div.reason} (now: {reason})")
+    return Verdict(status, reason)
+
+
+def _divergence(case: "Case", runner: str, v: Verdict, structural: bool = False) -> Verdict:
+    div = case.divergence
+    if div is None or runner not in div.runners:
+        return v
+    if div.error_match is not None:  # recorded as raising: any output at all means it changed
+        if v.status == "pass":
+            return Verdict("xpass", f"case is marked as raising ({div.reason}) but now passes: remove the mark", v.metrics)
+        return Verdict("fail", f"the recorded divergence changed: it was recorded as raising "
+                               f"{div.error_match!r}, now it returns outputs: {v.reason}", v.metrics)
+    if structural:
+        return Verdict("fail", f"the recorded divergence changed: {v.reason} (recorded: {div.reason})", v.metrics)
+    if v.status == "pass":
+        return Verdict("xpass", f"case is marked as diverging ({div.reason}) but now passes: remove the mark", v.metrics)
+    envelope = div.bounds.bounds() if div.bounds is not None else {}
+    by_name = {m.name: m for m in v.metrics}
+    missing = [name for name in envelope if name not in by_name]
+    outside = [f"{m.name} {m.value:.3g} > envelope {envelope[m.name]:.3g}" for m in v.metrics
+               if m.name in envelope and not (np.isfinite(m.value) and m.value <= envelope[m.name])]
+    # a failing metric the envelope does not cover is a new kind of difference
+    uncovered = [f"{m.name} {m.value:.3g} > {m.bound:.3g} (not in the envelope)" for m in v.metrics
+                 if not m.ok and m.name not in envelope]
+    if missing or outside or uncovered:
+        what = "; ".join(outside + uncovered + [f"{n} not measured" for n in missing])
+        return Verdict("fail", f"the recorded divergence changed: {what} (recorded: {div.reason})", v.metrics)
+    return Verdict("xfail", f"expected divergence: {div.reason} (now: {v.reason}; inside the recorded envelope "
+                            + ", ".join(f"{k} <= {b:.3g}" for k, b in envelope.items()) + ")", v.metrics)
+
+
+def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], Measurement]) -> Verdict:
+    """A case's verdict on one runner from the reference's and the runner's outcomes
+    (harness.execute.RunOutcome). `measure` compares their outputs; it is called only when both
+    produced outputs. Never `pass` without a comparison."""
+    if got is None:
+        return Verdict("error", "not run (the run was interrupted or the worker never reached it)")
+    if got.status != "ok":
+        return runner_error(case, runner, got.status, got.reason, got.error)
+    variant = runner.split("-", 1)[1] if runner.startswith("vllm-") else None
+    actual = got.info.get("actual_runner")
+    if variant in ("v1", "v2") and actual != variant:
+        return Verdict("error", f"asked vLLM for model runner {variant.upper()} but it ran {str(actual).upper()} "
+                                f"({got.info.get('runner_evidence', 'no evidence')})")
+    not_in_effect = check_not_in_effect(case, got.info)
+    if not_in_effect:
+        return Verdict("error", not_in_effect)
+    expected = case.expected_auto_runner
+    if variant == "auto" and expected and actual != expected:
+        return Verdict("fail", f"default-runner audit: vLLM chose {str(actual).upper()} but this family expects "
+                               f"{expected.upper()} ({got.info.get('runner_choice', 'no reason recorded')})")
+    if ref is None:
+        return Verdict("error", "reference (hf) was not run")
+    if ref.status != "ok":
+        return Verdict("skip" if ref.status == "skip" else "error", f"reference (hf) {ref.status}: {ref.reason}")
+    try:
+        m = measure()
+    except Exception as e:  # noqa: BLE001 - a broken output file is this case's error only
+        return Verdict("error", f"comparison failed: {type(e).__name__}: {e}")
+    return judge(case, runner, m)
+
+
+def check_not_in_effect(case: "Case", info: dict) -> str | None:
+    """For a derived invariance case (`<id>@<check>`): why the engine feature it exercises was not
+    in effect, from what the engine reported (its effective settings and, per request, prompt
+    lengths and prefix-cache hits). A check that did not take effect proves nothing: an error."""
+    if case.variant_of is None or "@" not in case.id:
+        return None
+    check = case.id.split("@", 1)[1]
+    eff = info.get("effective") or {}
+    req = info.get("requests") or {}
+    head = f"invariance check {check} did not take effect"
+    if check == "chunked_prefill":
+        chunk, longest = eff.get("max_num_batched_tokens"), req.get("max_prompt_tokens")
+        if eff.get("enable_chunked_prefill") is not True:
+            return f"{head}: the engine ran with enable_chunked_prefill={eff.get('enable_chunked_prefill')}"
+        if chunk is None or longest is None or longest <= chunk:
+            return (f"{head}: the longest prompt has {longest} tokens, not more than the {chunk}-token chunk, "
+                    f"so no prompt was split; use longer inputs or a smaller max_num_batched_tokens")
+    elif check == "no_chunked_prefill":
+        if eff.get("enable_chunked_prefill") is not False:
+            return f"{head}: the engine ran with enable_chunked_prefill={eff.get('enable_chunked_prefill')}"
+    elif check == "prefix_cache":
+        if eff.get("enable_prefix_caching") is not True:
+            return f"{head}: the engine ran with enable_prefix_caching={eff.get('enable_prefix_caching')}"
+        if not req.get("cached_tokens"):
+            return (f"{head}: the second pass read {req.get('cached_tokens')} tokens from the prefix cache "
+                    f"(prompts of {req.get('min_prompt_tokens')}-{req.get('max_prompt_tokens')} tokens, "
+                    f"KV block {eff.get('block_size')}): a prompt shorter than a block cannot hit the cache")
+    elif check == "no_prefix_cache":
+        if eff.get("enable_prefix_caching") is not False or req.get("cached_tokens"):
+            return (f"{head}: enable_prefix_caching={eff.get('enable_prefix_caching')}, "
+                    f"{req.get('cached_tokens')} tokens read from the cache")
+    return None

@@ -122,19 +122,46 @@ def _token_collapse(ref: list[np.ndarray]) -> str | None:
     return None
 
 
+def token_problem(ref_ids: list | None, got_ids: list | None, items: tuple) -> tuple[str | None, str]:
+    """(problem, note): the reference's token ids per item against the runner's prompt token ids.
+    Tokenisation regressions (a template inserting "None", a lost EOS, truncation on the wrong
+    side) change the ids before any number does. Items the reference did not tokenize as one
+    sequence (images, MaxSim pairs) are not compared, and the note says so."""
+    if ref_ids is None or got_ids is None:
+        who = "reference" if ref_ids is None else "runner"
+        return None, f"token ids not compared: the {who} recorded none"
+    compared = 0
+    for i, (r, g) in enumerate(zip(ref_ids, got_ids)):
+        if r is None or g is None:
+            continue
+        compared += 1
+        if r != g:
+            pos = next((p for p, (a, b) in enumerate(zip(r, g)) if a != b), min(len(r), len(g)))
+            return (f"token ids differ at item {i}, position {pos}: reference {r[pos] if pos < len(r) else '(end)'}, "
+                    f"runner {g[pos] if pos < len(g) else '(end)'} (lengths {len(r)} and {len(g)}; "
+                    f"input {str(items[i])[:80]!r})"), ""
+    if compared == 0:
+        return None, "token ids not compared: the reference recipe tokenizes no item as one sequence"
+    return None, f"token ids equal for {compared} of {len(items)} items"
+
+
 def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.ndarray], got: list[np.ndarray],
-            items: tuple) -> Measurement:
-    """Structural problems first (they make metrics meaningless), then a degenerate reference,
-    then every metric of the task plus any other the tolerance bounds."""
+            items: tuple, ref_ids: list | None = None, got_ids: list | None = None) -> Measurement:
+    """Structural problems first (they make metrics meaningless), then token ids, then a
+    degenerate reference, then every metric of the task plus any other the tolerance bounds."""
     problem = structural_problem(ref, got, len(items))
     if problem is not None:
         return Measurement(problem=problem)
+    problem, note = token_problem(ref_ids, got_ids, items)
+    if problem is not None:
+        return Measurement(problem=problem, notes={"token_ids": problem})
     degenerate = degenerate_reference(ref)
     if degenerate is not None:
-        return Measurement(degenerate=degenerate)
+        return Measurement(degenerate=degenerate, notes={"token_ids": note})
     bounds = tolerance.bounds()
     names = list(metric_names) + [m for m in bounds if m not in metric_names]
-    return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items), bounds.get(m)) for m in names])
+    return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items), bounds.get(m)) for m in names],
+                       notes={"token_ids": note})
 
 
 def compare(case: Case, runner: str, tolerance: Tolerance, metric_names: tuple[str, ...],

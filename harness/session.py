@@ -52,13 +52,23 @@ def new_report(matrix: Matrix, device: str, started: str, wall: float, partial: 
     )
 
 
+def _token_ids(outcome: RunOutcome | None) -> list | None:
+    """The prompt token ids a runner recorded per item beside its outputs, if it recorded them."""
+    import json
+
+    path = Path(f"{outcome.output}.requests.json") if outcome is not None and outcome.output else None
+    if path is None or not path.is_file():
+        return None
+    return [m.get("prompt_token_ids") for m in json.loads(path.read_text())]
+
+
 def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got: RunOutcome | None) -> Verdict:
     """The verdict (harness.verdict decides) of a case on one runner, comparing the outputs on disk."""
     def measure() -> Measurement:
         ref_items, _ = load_items(Path(ref.output))  # type: ignore[union-attr, arg-type]
         got_items, _ = load_items(Path(got.output))  # type: ignore[union-attr, arg-type]
         return compare.measure(case.tolerance(dtype), task_kind(case.task).metrics, ref_items, got_items,
-                               input_set(case.inputs).items)
+                               input_set(case.inputs).items, _token_ids(ref), _token_ids(got))
 
     return outcome_verdict(case, runner, ref, got, measure)
 
@@ -95,6 +105,7 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
                 case_id=case.id, family=case.family, task=case.task, runner=runner,
                 runner_label=plan.platform.runner_label(runner, actual), status=v.status, reason=v.reason,
                 metrics=[MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics],
+                checks=v.notes,
                 where=case.where, model=model_info,
                 inputs={"name": inputs.name, "sha256": inputs.sha256, "count": len(inputs.items)},
                 dtype=dtype, device=plan.platform.device, actual_runner=actual,

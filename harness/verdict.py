@@ -43,6 +43,7 @@ class Verdict:
     status: str
     reason: str = ""
     metrics: list[Metric] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -61,6 +62,7 @@ class Measurement:
     problem: str | None = None
     degenerate: str | None = None
     metrics: list[Metric] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)  # what was checked besides metrics
 
 
 def is_failing(status: str) -> bool:
@@ -69,6 +71,12 @@ def is_failing(status: str) -> bool:
 
 def judge(case: "Case", runner: str, m: Measurement) -> Verdict:
     """The verdict of a comparison, with the case's recorded divergence applied."""
+    v = _judge(case, runner, m)
+    v.notes = dict(m.notes)
+    return v
+
+
+def _judge(case: "Case", runner: str, m: Measurement) -> Verdict:
     if m.problem is not None:
         return _divergence(case, runner, Verdict("fail", m.problem, m.metrics), structural=True)
     if m.degenerate is not None:

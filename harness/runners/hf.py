@@ -64,6 +64,15 @@ class HFRunner:
         self.req: LoadRequest | None = None
         self._st = None
         self._loaded: dict[str, Any] = {}  # HF objects by kind, so a model loads once per kind
+        # the token ids the reference ran, per item, as the recipe tokenized them (None: an item
+        # the recipe does not tokenize as one text, e.g. an image or a MaxSim pair)
+        self.tokens: list[list[int] | None] = []
+        self.last_meta: list[dict] = []
+
+    def note_tokens(self, input_ids) -> None:
+        """Called by a recipe once per item, in input order, with the ids the model ran on."""
+        ids = input_ids.tolist() if hasattr(input_ids, "tolist") else list(input_ids)
+        self.tokens.append([int(t) for t in (ids[0] if ids and isinstance(ids[0], list) else ids)])
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
         import sentence_transformers
@@ -135,7 +144,11 @@ class HFRunner:
         name = options.get("reference") or self._default_recipe(task)
         if name not in RECIPES:
             raise ValueError(f"no HF reference recipe {name!r} for task {task!r}; known: {sorted(RECIPES)}")
-        return RECIPES[name](self, items, options)
+        self.tokens = []
+        outs = RECIPES[name](self, items, options)
+        recorded = len(self.tokens) == len(outs)
+        self.last_meta = [{"prompt_token_ids": self.tokens[i] if recorded else None} for i in range(len(outs))]
+        return outs
 
     def _default_recipe(self, task: str) -> str | None:
         return resolve_recipe(task, self.architecture(), None)
@@ -153,6 +166,8 @@ def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     st = runner.sentence_transformer()
     st.max_seq_length = options.get("truncate") or runner.loaded("st_max_len", lambda: st.max_seq_length)
     out = st.encode(list(items), batch_size=len(items), convert_to_numpy=True, show_progress_bar=False)
+    for it in items:  # preprocess is what encode tokenizes with
+        runner.note_tokens(st.preprocess([it])["input_ids"][0])
     return [np.asarray(v, dtype=np.float32) for v in out]
 
 
@@ -173,6 +188,7 @@ def _per_item(runner: HFRunner, items: list, forward, max_length: int | None = N
         for it in items:
             enc = tok(*(it if isinstance(it, (list, tuple)) else (it,)), return_tensors="pt", truncation=True,
                       max_length=max_length)
+            runner.note_tokens(enc["input_ids"][0])
             enc = {k: v.to(runner.req.device) for k, v in enc.items()}
             outs.append(forward(enc).float().cpu().numpy().astype(np.float32))
     return outs
@@ -199,6 +215,8 @@ def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndar
     ce.max_length = options.get("truncate") or runner.loaded("ce_max_len", lambda: ce.max_length)
     scores = ce.predict([tuple(p) for p in items], batch_size=len(items), show_progress_bar=False,
                         convert_to_numpy=True)
+    for p in items:  # preprocess is what predict tokenizes with
+        runner.note_tokens(ce.preprocess([tuple(p)])["input_ids"][0])
     return [np.asarray(s, dtype=np.float32).reshape(-1) for s in scores]
 
 
@@ -273,6 +291,7 @@ def _colbert_encoder(runner: HFRunner):
     def encode(text: str, max_length: int | None = None):
         with torch.inference_mode():
             enc = tok(text, return_tensors="pt", truncation=True, max_length=max_length)
+            runner.last_encoded = enc["input_ids"][0]
             return forward({k: v.to(runner.req.device) for k, v in enc.items()}).float()
     return encode
 
@@ -281,7 +300,11 @@ def _colbert_encoder(runner: HFRunner):
 def _colbert_tokens(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """Every token (special tokens included): projection, then per-token L2 normalisation."""
     encode = _colbert_encoder(runner)
-    return [encode(t, options.get("truncate")).cpu().numpy().astype(np.float32) for t in items]
+    outs = []
+    for t in items:
+        outs.append(encode(t, options.get("truncate")).cpu().numpy().astype(np.float32))
+        runner.note_tokens(runner.last_encoded)
+    return outs
 
 
 def _once_per_item(encode: Callable[[Any], Any]) -> Callable[[Any], Any]:

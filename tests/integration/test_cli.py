@@ -138,8 +138,18 @@ def test_colpali_preprocessing_fault_fails_the_golden_gate(tmp_path):
 
     case = "colpali-image-wrong-mean-std-fault"
     shutil.copytree(ROOT / "golden" / "colpali-tiny-token-embed", tmp_path / "golden" / case)
-    proc = parity("golden", "verify", "--matrix", str(DATA / "colpali-fault.yaml"),
-                  "--golden-dir", str(tmp_path / "golden"), "--out", str(tmp_path / "run"))
+    verify = ["golden", "verify", "--matrix", str(DATA / "colpali-fault.yaml"), "--golden-dir", str(tmp_path / "golden")]
+    # as committed, the golden was made with other `hf:` options than the fault case: refused, not compared
+    proc = parity(*verify, "--out", str(tmp_path / "refused"))
+    [result] = json.loads((tmp_path / "refused" / "report.json").read_text())["results"]
+    assert proc.returncode == 1 and result["status"] == "error" and "hf_options" in result["reason"], result
+    # a golden whose key matches, made from the right preprocessing (a recipe regression that
+    # kept its key): the numbers must catch it
+    manifest = tmp_path / "golden" / case / "manifest.json"
+    m = json.loads(manifest.read_text())
+    m["reference_key"]["hf_options"] = {"image_processor_kwargs": {"image_mean": [0.0, 0.0, 0.0], "image_std": [1.0, 1.0, 1.0]}}
+    manifest.write_text(json.dumps(m))
+    proc = parity(*verify, "--out", str(tmp_path / "run"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     [result] = json.loads((tmp_path / "run" / "report.json").read_text())["results"]
     assert result["case_id"] == case and result["status"] == "fail", result

@@ -95,3 +95,44 @@ def test_per_token_collapse_of_the_reference_is_degenerate():
     assert "per-token outputs collapse" in degenerate_reference(collapsed)
     healthy = [rng.normal(size=(6, 8)).astype(np.float32) for _ in range(4)]
     assert degenerate_reference(healthy) is None
+
+
+def test_token_ids_must_be_equal_and_the_first_difference_is_named():
+    from harness.compare import measure
+
+    ref = vecs()
+    same = [a.copy() for a in ref]
+    ids = [[2, 10, 11, 3], [2, 12, 3], [2, 13, 3], [2, 14, 15, 3]]
+    m = measure(TOL, ("cosine_distance", "max_abs"), ref, same, ITEMS4, ids, [list(x) for x in ids])
+    assert m.problem is None and m.notes["token_ids"] == "token ids equal for 4 of 4 items"
+    # a template that slipped a token in (vLLM #19522 put the text "None" between query and document)
+    bad = [list(x) for x in ids]
+    bad[1] = [2, 12, 999, 3]
+    m = measure(TOL, ("cosine_distance", "max_abs"), ref, same, ITEMS4, ids, bad)
+    assert m.problem == ("token ids differ at item 1, position 2: reference 3, runner 999 (lengths 3 and 4; "
+                         "input 'b')")
+    # a lost trailing EOS
+    short = [list(x) for x in ids]
+    short[3] = [2, 14, 15]
+    assert "position 3: reference 3, runner (end)" in measure(TOL, ("max_abs",), ref, same, ITEMS4, ids, short).problem
+    # nothing recorded on one side: compared metrics only, and the report says so
+    m = measure(TOL, ("max_abs",), ref, same, ITEMS4, None, ids)
+    assert m.problem is None and "the reference recorded none" in m.notes["token_ids"]
+    m = measure(TOL, ("max_abs",), ref, same, ITEMS4, [None] * 4, ids)
+    assert "tokenizes no item as one sequence" in m.notes["token_ids"]
+
+
+def test_a_token_mismatch_fails_even_when_the_numbers_agree():
+    v = compare_ids(make_case(), [[1, 2]] * 4, [[1, 2]] * 3 + [[1, 3]])
+    assert v.status == "fail" and "token ids differ at item 3" in v.reason
+
+
+ITEMS4 = tuple("abcd")
+
+
+def compare_ids(case, ref_ids, got_ids):
+    from harness.compare import measure
+    from harness.verdict import judge
+
+    ref = vecs()
+    return judge(case, "vllm-v1", measure(TOL, ("max_abs",), ref, [a.copy() for a in ref], ITEMS4, ref_ids, got_ids))

@@ -24,8 +24,8 @@ _VARIANTS: dict[str, tuple[dict, dict]] = {
     "chunked_prefill": ({"enable_chunked_prefill": True, "max_num_batched_tokens": 16, "max_num_seqs": 16}, {}),
     "no_chunked_prefill": ({"enable_chunked_prefill": False}, {}),
     # the same requests twice: the second pass reads the prefix cache the first one filled. Only
-    # whole KV blocks are cached and CPU blocks hold 128 tokens: 16-token blocks let short prompts hit
-    "prefix_cache": ({"enable_prefix_caching": True, "block_size": 16}, {"warm_prefix_cache": True}),
+    # whole KV blocks are cached and CPU blocks hold 128 tokens: 32-token blocks (the CPU minimum) let short prompts hit
+    "prefix_cache": ({"enable_prefix_caching": True, "block_size": 32}, {"warm_prefix_cache": True}),
     "no_prefix_cache": ({"enable_prefix_caching": False}, {}),
 }
 

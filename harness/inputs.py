@@ -81,6 +81,19 @@ def _query_document_pairs() -> tuple[Item, ...]:
     return tuple(pairs)
 
 
+def _long_query_document_pairs() -> tuple[Item, ...]:
+    # 4 queries x 4 long documents (40..90 words): the one the query was made from, then 3 others
+    docs = _long_texts()
+    rng = np.random.default_rng(8)
+    pairs = []
+    for qi in range(4):
+        doc = docs[qi * 2]
+        query = " ".join(doc.rstrip(".").split()[:4])
+        others = [docs[j] for j in rng.choice([j for j in range(len(docs)) if j != qi * 2], 3, replace=False)]
+        pairs += [(query, d) for d in [doc, *others]]
+    return tuple(pairs)
+
+
 def _math_steps() -> tuple[Item, ...]:
     # Qwen2.5-Math-PRM format: each step ends with the step tag <extra_0>
     lines = [ln for ln in (DATA / "math_steps.txt").read_text().splitlines() if ln.strip()]
@@ -118,6 +131,7 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "long-texts": (1, _long_texts),
     "overlong-texts": (1, _overlong_texts),
     "query-document-pairs": (1, _query_document_pairs),
+    "long-query-document-pairs": (1, _long_query_document_pairs),
     "math-steps": (1, _math_steps),
     "synthetic-images": (1, _images),
     "texts-and-images": (1, _texts_and_images),

@@ -91,6 +91,24 @@ def test_spec_dir_depends_on_spec():
     assert spec_dir(SPEC) != spec_dir(other)
 
 
+def test_an_edited_architecture_is_a_new_checkpoint_not_a_stale_one(monkeypatch):
+    import dataclasses
+
+    from harness import synthetic
+
+    before = spec_dir(SPEC)
+    bert = synthetic.ARCHS["bert"]
+    deeper = dataclasses.replace(bert, config={**bert.config, "num_hidden_layers": 3})
+    monkeypatch.setitem(synthetic.ARCHS, "bert", deeper)  # an ArchFamily edited, the spec untouched
+    assert spec_dir(SPEC) != before
+    monkeypatch.setitem(synthetic.ARCHS, "bert", bert)
+    assert spec_dir(SPEC) == before
+    # the builder's code and data count too (tokenizers, post-build steps, word lists)
+    synthetic.builder_digest.cache_clear()
+    monkeypatch.setattr(synthetic, "builder_digest", lambda: "another builder")
+    assert spec_dir(SPEC) != before
+
+
 def test_matrix_paths_cannot_escape_project_or_cache(tmp_path, monkeypatch):
     from harness.matrix import LocalModel
     from harness.models import UnsafePath

@@ -67,31 +67,26 @@ def _overlong_texts() -> tuple[Item, ...]:
     return _word_salad(11, 150, 250)
 
 
-def _query_document_pairs() -> tuple[Item, ...]:
-    # each query meets 4 documents: the one it was made from and 3 others (rankings are checked)
-    texts = _texts()
-    rng = np.random.default_rng(7)
+def _ranked_pairs(docs: list[str], owners: list[int], make_query: Callable[[str], str], seed: int) -> tuple[Item, ...]:
+    """Each query meets 4 documents: the one it was made from first, then 3 others (seeded), so
+    rankings can be compared."""
+    rng = np.random.default_rng(seed)
     pairs = []
-    for qi in range(6):
-        doc = texts[qi * 4]
-        query = " ".join(doc.lower().rstrip(".?!").split()[1:5])
-        others = [texts[j] for j in rng.choice([j for j in range(len(texts)) if j != qi * 4], 3, replace=False)]
-        for d in [doc, *others]:
-            pairs.append((query, d))
+    for own in owners:
+        others = [docs[j] for j in rng.choice([j for j in range(len(docs)) if j != own], 3, replace=False)]
+        pairs += [(make_query(docs[own]), d) for d in [docs[own], *others]]
     return tuple(pairs)
+
+
+def _query_document_pairs() -> tuple[Item, ...]:
+    return _ranked_pairs(_texts(), [qi * 4 for qi in range(6)],
+                         lambda doc: " ".join(doc.lower().rstrip(".?!").split()[1:5]), seed=7)
 
 
 def _long_query_document_pairs() -> tuple[Item, ...]:
-    # 4 queries x 4 long documents (40..90 words): the one the query was made from, then 3 others
-    docs = _long_texts()
-    rng = np.random.default_rng(8)
-    pairs = []
-    for qi in range(4):
-        doc = docs[qi * 2]
-        query = " ".join(doc.rstrip(".").split()[:4])
-        others = [docs[j] for j in rng.choice([j for j in range(len(docs)) if j != qi * 2], 3, replace=False)]
-        pairs += [(query, d) for d in [doc, *others]]
-    return tuple(pairs)
+    # 4 queries x 4 long documents (40..90 words): prompts longer than a prefix-cache block
+    return _ranked_pairs(list(_long_texts()), [qi * 2 for qi in range(4)],
+                         lambda doc: " ".join(doc.rstrip(".").split()[:4]), seed=8)
 
 
 def _math_steps() -> tuple[Item, ...]:

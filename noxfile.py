@@ -27,7 +27,8 @@ def install(session: nox.Session, *extras: str) -> None:
     session.install("--upgrade", "pip")
     session.install("-e", f".[{','.join((BACKEND, *extras))}]")
     if BACKEND == "cpu":
-        session.run("python", "-m", "pip", "uninstall", "--yes", *BROKEN_BESIDE_TORCH_CPU, silent=True)
+        # part of the install (run_install), so `--install-only` leaves a working venv too
+        session.run_install("python", "-m", "pip", "uninstall", "--yes", *BROKEN_BESIDE_TORCH_CPU, silent=True)
     session.run("python", "-c", "import transformers, vllm, sentence_transformers; "
                 "print('vllm', vllm.__version__, '| transformers', transformers.__version__)")
 

@@ -217,6 +217,8 @@ class Executor:
         """The `run` request of a case: its inputs through the runner, outputs to the run folder."""
         out = output_path(run_dir, case.id, runner)
         options = {"reference": case.reference, **case.hf} if runner == "hf" else dict(case.run_options)
+        if runner.startswith("vllm-serve"):
+            options.update(case.serve.model_dump())
         if case.truncate:
             options["truncate"] = case.truncate
         items = list(input_set(case.inputs).items)
@@ -231,5 +233,6 @@ class Executor:
 
 def _cost(runner: str, load: Load) -> float:
     """Relative cost of a load, for balancing lanes: V2 on CPU runs interpreted Triton kernels."""
-    base = {"hf": 0.5, "vllm-v1": 1.0}.get(runner, 2.0)
+    # a server start (API process + engine core, each importing vLLM) costs several engine loads
+    base = {"hf": 0.5, "vllm-v1": 1.0}.get(runner, 5.0 if runner.startswith("vllm-serve") else 2.0)
     return base + 0.1 * len(load.cases)

@@ -27,7 +27,7 @@ from harness.tasks import TaskName, task_kind
 
 Dtype = Literal["float32", "float16", "bfloat16"]
 # `fake` is a test double that misbehaves on command (harness/runners/fake.py)
-RunnerName = Literal["hf", "vllm-v1", "vllm-v2", "vllm-auto", "fake"]
+RunnerName = Literal["hf", "vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-v1", "vllm-serve-v2", "vllm-serve-auto", "fake"]
 RUNNER_NAMES: tuple[str, ...] = get_args(RunnerName)
 REFERENCE_RUNNER = "hf"
 TOP_LEVEL_KEYS = ("include", "defaults", "families", "cases", "select")
@@ -128,6 +128,14 @@ class KnownSkip(_Strict):
     reason: str
 
 
+class ServeOptions(_Strict):
+    """How the server runners (`vllm-serve-*`) send a case's requests."""
+
+    encoding_format: Literal["float", "base64"] = "float"  # /v1/embeddings answers, decoded either way
+    max_in_flight: int = Field(default=16, gt=0)  # concurrent requests: the server batches them
+    request_timeout: float = Field(default=120.0, gt=0)
+
+
 class Case(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._@-]*$")
     family: str
@@ -141,6 +149,7 @@ class Case(_Strict):
     reference: str | None = None  # HF reference recipe; default chosen by task
     engine: dict[str, Any] = Field(default_factory=dict)  # extra vLLM engine kwargs
     hf: dict[str, Any] = Field(default_factory=dict)  # extra reference-recipe options
+    serve: ServeOptions = Field(default_factory=ServeOptions)  # request options of the server runners
     divergence: Divergence | None = None
     skip_if_error: KnownSkip | None = None
     # the model runner vLLM should choose when left to decide (the `vllm-auto` runner); a case
@@ -355,7 +364,7 @@ def _format_validation(err: ValidationError, raw: dict, doc: _Doc, i: int, fam, 
 
 
 def _fields_for(loc: tuple) -> list[str]:
-    models: dict[str, type[BaseModel]] = {"model": SyntheticModel, "divergence": Divergence}
+    models: dict[str, type[BaseModel]] = {"model": SyntheticModel, "divergence": Divergence, "serve": ServeOptions}
     if len(loc) == 1:
         return [f for f in Case.model_fields if f not in ("where", "variant_of", "run_options")]
     if len(loc) == 3 and loc[0] == "tolerances":

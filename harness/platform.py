@@ -50,11 +50,12 @@ class Platform:
         }
         if not runner.startswith("vllm"):
             return env
-        variant = runner.split("-", 1)[1]
+        variant = runner.rsplit("-", 1)[1]
         env["VLLM_USE_V2_MODEL_RUNNER"] = {"v1": "0", "v2": "1", "auto": None}[variant]
+        serve = runner.startswith("vllm-serve")
         if self.device == "cpu":
-            # in-process engine core: 2.6 s per engine instead of 19-35 s
-            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if self.in_process_engine else None
+            # in-process engine core: 2.6 s per engine instead of 19-35 s; a server keeps vLLM's layout
+            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if self.in_process_engine and not serve else None
             if variant in ("v2", "auto"):
                 # V2 needs Triton; on CPU, kernels run in Triton's numpy interpreter through our
                 # `cpu` backend entry point. `auto` gets it too so vLLM decides as with Triton.
@@ -72,8 +73,9 @@ class Platform:
             return f"hf ({self.device})"
         if not runner.startswith("vllm"):
             return runner
-        label = f"vLLM {runner.split('-', 1)[1].upper()}"
-        if actual and actual != runner.split("-", 1)[1]:
+        variant = runner.rsplit("-", 1)[1]
+        label = f"vLLM {'serve ' if runner.startswith('vllm-serve') else ''}{variant.upper()}"
+        if actual and actual != variant:
             label += f" (ran {actual.upper()})"
         if self.device == "cpu" and actual == "v2":
             return f"{label} on CPU, interpreted Triton kernels"

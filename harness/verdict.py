@@ -141,7 +141,7 @@ def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], M
         return Verdict("error", "not run (the run was interrupted or the worker never reached it)")
     if got.status != "ok":
         return runner_error(case, runner, got.status, got.reason, got.error)
-    variant = runner.split("-", 1)[1] if runner.startswith("vllm-") else None
+    variant = runner.rsplit("-", 1)[1] if runner.startswith("vllm-") else None
     actual = got.info.get("actual_runner")
     if variant in ("v1", "v2") and actual != variant:
         return Verdict("error", f"asked vLLM for model runner {variant.upper()} but it ran {str(actual).upper()} "

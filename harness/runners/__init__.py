@@ -17,6 +17,7 @@ import numpy as np
 _REGISTRY: dict[str, str] = {
     "hf": "harness.runners.hf:HFRunner",
     "vllm": "harness.runners.vllm:VllmRunner",
+    "vllm-serve": "harness.runners.serve:ServeRunner",  # vLLM's HTTP server, same V1/V2 variants
     "fake": "harness.runners.fake:FakeRunner",  # test double that misbehaves on command
 }
 
@@ -46,11 +47,17 @@ class Runner(Protocol):
 
 
 def runner_kind(name: str) -> tuple[str, str | None]:
-    """'vllm-v2' -> ('vllm', 'v2'); 'hf' -> ('hf', None)."""
-    kind, _, variant = name.partition("-")
-    if kind not in _REGISTRY:
-        raise ValueError(f"unknown runner {name!r}; valid kinds: {', '.join(sorted(_REGISTRY))}")
-    return kind, variant or None
+    """'vllm-v2' -> ('vllm', 'v2'); 'vllm-serve-v2' -> ('vllm-serve', 'v2'); 'hf' -> ('hf', None)."""
+    for kind in sorted(_REGISTRY, key=len, reverse=True):
+        if name == kind or name.startswith(kind + "-"):
+            return kind, name[len(kind) + 1:] or None
+    raise ValueError(f"unknown runner {name!r}; valid kinds: {', '.join(sorted(_REGISTRY))}")
+
+
+def model_runner_variant(name: str) -> str | None:
+    """The model runner a vLLM runner name asks for ('v1', 'v2', 'auto'); None for others."""
+    kind, variant = runner_kind(name)
+    return variant if kind.startswith("vllm") else None
 
 
 def create(name: str) -> Runner:

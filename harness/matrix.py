@@ -175,6 +175,34 @@ class Case(_Strict):
             raise ValueError(f"runners listed twice: {v}")
         return v
 
+    # names a worker would only meet minutes later are checked when the matrix loads
+    @field_validator("inputs")
+    @classmethod
+    def _known_inputs(cls, v: str) -> str:
+        from harness.inputs import INPUT_SET_NAMES
+
+        if v not in INPUT_SET_NAMES:
+            raise ValueError(f"unknown input set {v!r}; valid: {', '.join(INPUT_SET_NAMES)}")
+        return v
+
+    @field_validator("reference")
+    @classmethod
+    def _known_recipe(cls, v: str | None) -> str | None:
+        from harness.runners.hf import RECIPES
+
+        if v is not None and v not in RECIPES:
+            raise ValueError(f"unknown reference recipe {v!r}; valid: {', '.join(sorted(RECIPES))}")
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _known_arch(cls, v):
+        if isinstance(v, SyntheticModel):
+            from harness.synthetic import family_of
+
+            family_of(v.arch)  # raises ValueError naming the valid architectures
+        return v
+
     def tolerance(self, dtype: str) -> Tolerance:
         try:
             return self.tolerances[dtype]  # type: ignore[index]

@@ -186,3 +186,30 @@ def test_mteb_cases_must_bound_the_main_score(write_matrix):
     text = BASE + "    mteb_tasks: [ParitySTS]\n"
     with pytest.raises(MatrixError, match="float32 has no bound for main_score"):
         load_matrix(write_matrix(text))
+
+
+@pytest.mark.parametrize("key, value, text", [
+    ("inputs", "my-texts", "unknown input set 'my-texts'; valid: "),
+    ("reference", "st-embedd", "unknown reference recipe 'st-embedd'; valid: "),
+])
+def test_names_are_checked_when_the_matrix_loads(write_matrix, key, value, text):
+    with pytest.raises(MatrixError) as e:
+        load_matrix(write_matrix(BASE + f"    {key}: {value}\n"))
+    assert re.search(rf"m\.yaml:\d+: case 'one', key '{key}': .*{re.escape(text)}", str(e.value)), str(e.value)
+
+
+def test_an_unknown_synthetic_architecture_is_a_matrix_error(write_matrix):
+    text = BASE.replace("arch: BertModel", "arch: BertModle")
+    with pytest.raises(MatrixError, match=r"m\.yaml:\d+: case 'one', key 'model'.*unknown synthetic arch 'BertModle'; valid: .*BertModel"):
+        load_matrix(write_matrix(text))
+
+
+def test_a_matrix_error_exits_2_before_any_model_is_built(write_matrix, tmp_path):
+    import subprocess
+    import sys
+
+    bad = write_matrix(BASE + "    inputs: my-texts\n")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "-m", str(bad), "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "PARITY_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2 and "unknown input set 'my-texts'" in proc.stderr
+    assert not (tmp_path / "cache").exists()

@@ -83,10 +83,34 @@ class Platform:
 
 
 def detect_device() -> Device:
-    """`cuda` when an NVIDIA driver is visible, else `cpu`; PARITY_DEVICE overrides."""
+    """`cpu` without an NVIDIA driver; with one, `cuda` if the installed torch can use it, else a
+    clear error (a CPU install on a GPU host must say PARITY_DEVICE=cpu). PARITY_DEVICE overrides.
+    The parent never imports torch: the installed torch is asked in a subprocess, only on GPU hosts."""
     forced = os.environ.get("PARITY_DEVICE")
     if forced:
         if forced not in ("cpu", "cuda"):
             raise ValueError(f"PARITY_DEVICE={forced!r}; valid: cpu, cuda")
         return forced  # type: ignore[return-value]
-    return "cuda" if Path("/proc/driver/nvidia/version").exists() else "cpu"
+    if not Path("/proc/driver/nvidia/version").exists():
+        return "cpu"
+    usable, build = torch_cuda()
+    if not usable:
+        raise RuntimeError(f"an NVIDIA driver is present but the installed torch ({build}) cannot use CUDA: install "
+                           f"with PARITY_BACKEND=cuda (nox), or set PARITY_DEVICE=cpu to run on the CPU on purpose")
+    return "cuda"
+
+
+def torch_cuda() -> tuple[bool, str]:
+    """(torch.cuda.is_available(), torch's version and CUDA build) of the installed torch."""
+    import subprocess
+    import sys
+
+    code = "import torch; print(torch.cuda.is_available(), torch.__version__, torch.version.cuda)"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        return False, f"torch could not be asked: {e}"
+    parts = out.stdout.split()
+    if out.returncode != 0 or len(parts) != 3:
+        return False, f"torch failed to import: {(out.stderr or out.stdout).strip()[-300:]}"
+    return parts[0] == "True", f"torch {parts[1]}, CUDA build {parts[2]}"

@@ -64,7 +64,11 @@ def _why_runner(llm, actual: str) -> str:
     if HAS_TRITON is False:
         return "vLLM's choice: Triton unavailable, so Model Runner V2 is off"
     cfg = llm.llm_engine.vllm_config
-    unsupported = getattr(cfg, "_get_v2_model_runner_unsupported_features", lambda: [])()
+    probe = getattr(cfg, "_get_v2_model_runner_unsupported_features", None)
+    if probe is None:  # a private vLLM API this explanation relies on (tested with vllm 0.32.0)
+        return (f"vLLM's choice: {actual.upper()}; why is unknown: VllmConfig._get_v2_model_runner_unsupported_features "
+                f"is gone in vllm {_vllm_version()} (the harness was written against 0.32.0)")
+    unsupported = probe()
     if unsupported:
         return f"vLLM's choice: V2 does not support {', '.join(unsupported)}"
     how = " (Triton via the interpreter backend)" if os.environ.get("TRITON_INTERPRET") == "1" else ""
@@ -172,6 +176,12 @@ def _meta(output) -> dict[str, Any]:
             "num_cached_tokens": int(cached) if cached is not None else None}
 
 
+def _vllm_version() -> str:
+    import vllm
+
+    return str(getattr(vllm, "__version__", "?"))
+
+
 def _kv_budget(req: LoadRequest):
     """The KV-cache size this case's engine gets (harness.engine_memory), from its config."""
     import json
@@ -200,9 +210,9 @@ def _inspection_root_cause(model_dir: str) -> str | None:
     from pathlib import Path
 
     try:
-        from vllm.model_executor.models.registry import _VLLM_MODELS
+        from vllm.model_executor.models.registry import _VLLM_MODELS  # private: tested with vllm 0.32.0
     except ImportError:
-        return None
+        return f"(no root cause: vllm {_vllm_version()} has no model_executor.models.registry._VLLM_MODELS)"
     archs = json.loads((Path(model_dir) / "config.json").read_text()).get("architectures") or []
     for arch in archs:
         if arch in _VLLM_MODELS:

@@ -85,3 +85,27 @@ def test_resource_refusals_get_a_hint_and_other_errors_do_not():
     assert resource_hint("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
     assert resource_hint("ModuleNotFoundError: No module named 'torchvision'") is None
     assert resource_hint("ValueError: memory layout of the weights is wrong") is None
+
+
+def test_a_gpu_host_with_a_cpu_torch_is_a_clear_error(monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from harness import platform
+
+    monkeypatch.delenv("PARITY_DEVICE", raising=False)
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda self: True if str(self) == "/proc/driver/nvidia/version" else real_exists(self))
+    monkeypatch.setattr(platform, "torch_cuda", lambda: (False, "torch 2.13.0+cpu, CUDA build None"))
+    with pytest.raises(RuntimeError, match=r"torch 2.13.0\+cpu.*PARITY_BACKEND=cuda.*PARITY_DEVICE=cpu"):
+        platform.detect_device()
+    monkeypatch.setattr(platform, "torch_cuda", lambda: (True, "torch 2.13.0+cu128, CUDA build 12.8"))
+    assert platform.detect_device() == "cuda"
+    monkeypatch.setenv("PARITY_DEVICE", "cpu")
+    assert platform.detect_device() == "cpu"
+
+
+def test_the_installed_torch_is_asked_for_cuda():
+    from harness.platform import torch_cuda
+
+    usable, build = torch_cuda()
+    assert build.startswith("torch ") and isinstance(usable, bool)

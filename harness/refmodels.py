@@ -58,8 +58,8 @@ class _JinaLayer(torch.nn.Module):
 def _rotate_neox(x: torch.Tensor, base: float) -> torch.Tensor:
     """GPT-NeoX (non-interleaved) rotary embedding over the full head dim; x is [heads, n, hd]."""
     hd, n = x.shape[-1], x.shape[-2]
-    inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
-    f = torch.outer(torch.arange(n, dtype=torch.float32), inv)
+    inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float32, device=x.device) / hd))
+    f = torch.outer(torch.arange(n, dtype=torch.float32, device=x.device), inv)
     cos, sin = torch.cat([f.cos(), f.cos()], -1).to(x.dtype), torch.cat([f.sin(), f.sin()], -1).to(x.dtype)
     x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
     return x * cos + torch.cat([-x2, x1], -1) * sin
@@ -157,7 +157,7 @@ REFERENCE_ARCHS: dict[str, tuple[type[torch.nn.Module], int | None]] = {
 }
 
 
-def load_reference(model_dir: str, arch: str, dtype: torch.dtype) -> torch.nn.Module:
+def load_reference(model_dir: str, arch: str, dtype: torch.dtype, device: str = "cpu") -> torch.nn.Module:
     """Load a checkpoint of a REFERENCE_ARCHS architecture from safetensors (strict)."""
     from pathlib import Path
 
@@ -172,4 +172,4 @@ def load_reference(model_dir: str, arch: str, dtype: torch.dtype) -> torch.nn.Mo
     missing = [k for k in missing if not k.endswith("_ids")]  # index buffers are rebuilt, not stored
     if missing or unexpected:
         raise ValueError(f"{model_dir}: checkpoint does not fit {arch}: missing {missing}, unexpected {unexpected}")
-    return model.to(dtype).eval()
+    return model.to(device=device, dtype=dtype).eval()

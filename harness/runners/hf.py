@@ -235,7 +235,7 @@ def _reference_model(runner: HFRunner):
 
     assert runner.req is not None
     return runner.loaded("reference", lambda: load_reference(runner.req.model_dir, runner.architecture(),
-                                                             _torch_dtype(runner.req.dtype)))
+                                                             _torch_dtype(runner.req.dtype), runner.req.device))
 
 
 @recipe("reference-token-reward")
@@ -286,7 +286,7 @@ def _colbert_encoder(runner: HFRunner):
 
         def forward(enc):
             hidden = backbone(**enc, use_cache=False).last_hidden_state[0]
-            return torch.nn.functional.normalize(hidden @ weight.to(hidden.dtype).T, dim=-1)
+            return torch.nn.functional.normalize(hidden @ weight.to(hidden.device, hidden.dtype).T, dim=-1)
 
     def encode(text: str, max_length: int | None = None):
         with torch.inference_mode():

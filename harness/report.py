@@ -140,6 +140,32 @@ def _md_escape(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
+MARKDOWN_BUDGET = 60_000  # characters; GitHub refuses a comment over 65,536
+
+
+def _margin(r: Result) -> float | None:
+    """The largest value / bound over a result's bounded metrics (1.0 = at its bound)."""
+    ratios = [m.value / m.bound for m in r.metrics if m.bound and m.value is not None]
+    return max(ratios) if ratios else None
+
+
+def _folded_passes(passes: list[Result]) -> list[str]:
+    """Passes folded into one line per family: count, runners and the closest call to a bound."""
+    if not passes:
+        return []
+    by_family: dict[str, list[Result]] = {}
+    for r in passes:
+        by_family.setdefault(r.family, []).append(r)
+    out = ["", f"<details><summary>{len(passes)} passes, one line per family, each with its closest call to a bound</summary>", "",
+           "| family | passes | runners | closest to its bound |", "|---|---|---|---|"]
+    for fam, rs in sorted(by_family.items()):
+        worst = max(rs, key=lambda r: _margin(r) or 0.0)
+        m = _margin(worst)
+        closest = f"`{worst.case_id}` on {worst.runner}: {m:.2g} of its bound" if m is not None else "-"
+        out.append(f"| {fam} | {len(rs)} | {', '.join(sorted({r.runner for r in rs}))} | {closest} |")
+    return out + ["", "</details>"]
+
+
 def to_markdown(report: Report, max_reason: int = 300) -> str:
     c = report.counts()
     head = "✅ parity passed" if report.ok else "❌ parity FAILED"
@@ -155,15 +181,21 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
         "|---|---|---|---|---|---|",
     ]
     rows = sorted(report.results, key=lambda r: (ORDER.get(r.status, 9), r.case_id, r.runner))
+    shown = 0
     for r in rows:
-        if r.status == "xfail":
+        if r.status in ("xfail", "pass"):
             continue  # listed apart below
         t = (r.load_seconds or 0) + (r.run_seconds or 0)
         reason = r.reason if len(r.reason) <= max_reason else r.reason[: max_reason - 1] + "…"
-        lines.append(
-            f"| `{r.case_id}` | {r.runner_label} | **{r.status}** | {metrics_cell(r)} | "
-            f"{t:.1f} s | {_md_escape(reason)} |"
-        )
+        row = (f"| `{r.case_id}` | {r.runner_label} | **{r.status}** | {metrics_cell(r)} | "
+               f"{t:.1f} s | {_md_escape(reason)} |")
+        if sum(len(x) + 1 for x in lines) + len(row) > MARKDOWN_BUDGET * 0.7:
+            rest = [x for x in rows if x.status not in ("xfail", "pass")][shown:]
+            lines.append(f"| … | | | | | {len(rest)} more rows not shown (the comment limit); all are in report.json |")
+            break
+        lines.append(row)
+        shown += 1
+    lines += _folded_passes([r for r in rows if r.status == "pass"])
     remote = sorted({r.case_id for r in report.results if r.model.get("trust_remote_code")})
     if remote:
         lines += ["", "⚠️ `trust_remote_code` was opted into by: " + ", ".join(f"`{c}`" for c in remote)]

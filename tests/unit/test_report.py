@@ -36,8 +36,7 @@ def test_markdown_lists_failures_first_with_metric_and_bound():
     md = to_markdown(_report("pass", "fail"))
     rows = [ln for ln in md.splitlines() if ln.startswith("| `case")]
     assert rows[0].startswith("| `case-1`") and "**fail**" in rows[0]
-    assert "max_abs 3.00e-01 > 1.00e-05" in rows[0]
-    assert "interpreted Triton kernels" in rows[1]
+    assert "max_abs 3.00e-01 > 1.00e-05" in rows[0] and "interpreted Triton kernels" in rows[0]
     assert md.startswith("## ❌ parity FAILED")
 
 
@@ -46,3 +45,20 @@ def test_expected_divergences_are_listed_apart_with_numbers():
     table, apart = md.split("### Expected divergences", 1)
     assert "case-1" not in table and "case-1" in apart and "3.00e-01" in apart
     assert md.startswith("## ✅ parity passed")
+
+
+def test_markdown_folds_passes_per_family_and_stays_under_the_comment_limit():
+    import random
+
+    random.seed(0)
+    big = _report(*(["pass"] * 4000 + ["fail"] * 1500 + ["error"] * 500))
+    for r in big.results:
+        r.reason = r.reason * 40  # long reasons
+    md = to_markdown(big)
+    assert len(md) < 60_000
+    # errors first, then what the limit cut, then the passes folded
+    assert md.index("**error**") < md.index("more rows not shown") < md.index("4000 passes")
+    assert "report.json" in md
+    small = to_markdown(_report("pass", "pass", "fail"))
+    assert "<details><summary>2 passes" in small and "| fam | 2 | vllm-v2 | `case-0` on vllm-v2: 0.01 of its bound |" in small
+    assert "`case-0` | vLLM" not in small  # a pass is not a row of its own

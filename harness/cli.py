@@ -180,6 +180,20 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.action == "diff":
+        from harness import report_diff
+
+        if len(args.reports) != 2:
+            err.print("[red]parity report diff takes OLD.json NEW.json[/]")
+            return 2
+        old, new = (read_json(Path(p)) for p in args.reports)
+        d = report_diff.diff(old, new, args.drift_factor)
+        md = report_diff.to_markdown(d, old, new)
+        sys.stdout.write(md)
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / "diff.md").write_text(md)
+        return d.exit_code
     if args.action == "merge":
         from harness.report import merge
 
@@ -251,11 +265,14 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="resolve (and build) every case's model; print fingerprints")
     _add_selection(models)
     models.set_defaults(func=cmd_models)
-    rep = sub.add_parser("report", help="show a report.json again, or merge shard reports")
-    rep.add_argument("action", choices=("show", "merge"))
-    rep.add_argument("reports", nargs="+", help="report.json file(s)")
+    rep = sub.add_parser("report", help="show a report.json again, merge shard reports, or diff two runs")
+    rep.add_argument("action", choices=("show", "merge", "diff"))
+    rep.add_argument("reports", nargs="+", help="report.json file(s); diff takes OLD NEW")
     rep.add_argument("--format", choices=("table", "markdown", "junit"), default="table", help="for show")
-    rep.add_argument("--out", "-o", help="for merge: folder for the merged report.json, junit.xml, report.md")
+    rep.add_argument("--out", "-o", help="for merge: folder for the merged report.json, junit.xml, report.md; "
+                                         "for diff: folder for diff.md")
+    rep.add_argument("--drift-factor", type=float, default=10.0,
+                     help="for diff: a metric that grew by more than this factor inside its bound is drift (default 10)")
     rep.set_defaults(func=cmd_report)
     return ap
 

@@ -1,7 +1,8 @@
 """`parity run | models | report`.
 
 Exit codes: 0 every compared case passed (or is a recorded divergence / skip); 1 a case failed,
-errored, or a divergence mark is stale; 2 bad usage or a malformed matrix.
+errored, or a divergence mark is stale; 2 bad usage or a malformed matrix; 4 nothing was compared
+(every result skipped: a gate that proved nothing does not pass).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def print_table(report: Report, console: Console = out) -> None:
         console.print(a)
     c = report.counts()
     summary = ", ".join(f"{c[k]} {k}" for k in ORDER if c.get(k))
-    verdict = "[green]PASSED[/]" if report.ok else "[bold red]FAILED[/]"
+    verdict = ("[bold yellow]NOTHING COMPARED[/] (every result skipped; exit 4)" if report.nothing_compared
+               else "[green]PASSED[/]") if report.ok else "[bold red]FAILED[/]"
     if report.partial:
         verdict += f" [bold red](partial: {report.partial_reason})[/]"
     console.print(f"{verdict} · {summary} · {report.wall_seconds or 0:.1f} s")

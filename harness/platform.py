@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 Device = Literal["cpu", "cuda"]
+DTYPES = ("float32", "bfloat16", "float16")
 TRITON_SHIM_SITE = Path(__file__).parent / "triton_cpu" / "site"
 
 
@@ -19,7 +20,13 @@ class Platform:
 
     @property
     def default_dtype(self) -> str:
-        # fp32 on CPU keeps tolerances ~1e-6; a GPU run is meant to test the dtype users serve in
+        """float32 on CPU keeps tolerances ~1e-6; a GPU run tests the dtype users serve in
+        (bfloat16). PARITY_DTYPE overrides, e.g. float32 on a GPU for the tight bounds."""
+        forced = os.environ.get("PARITY_DTYPE")
+        if forced:
+            if forced not in DTYPES:
+                raise ValueError(f"PARITY_DTYPE={forced!r}; valid: {', '.join(DTYPES)}")
+            return forced
         return "float32" if self.device == "cpu" else "bfloat16"
 
     def engine_defaults(self, kv_cache_bytes: int) -> dict:

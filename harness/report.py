@@ -103,8 +103,16 @@ class Report(BaseModel):
     def ok(self) -> bool:
         return not self.partial and not any(is_failing(r.status) for r in self.results)
 
+    @property
+    def nothing_compared(self) -> bool:
+        """Every result skipped (no model here, say): nothing was compared, so nothing is proven."""
+        return bool(self.results) and all(r.status == "skip" for r in self.results)
+
     def exit_code(self) -> int:
-        return 0 if self.ok else 1
+        """0 parity holds; 1 a failure, error or stale mark (or a partial run); 4 nothing compared."""
+        if not self.ok:
+            return 1
+        return 4 if self.nothing_compared else 0
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -168,7 +176,8 @@ def _folded_passes(passes: list[Result]) -> list[str]:
 
 def to_markdown(report: Report, max_reason: int = 300) -> str:
     c = report.counts()
-    head = "✅ parity passed" if report.ok else "❌ parity FAILED"
+    head = ("⚠️ NOTHING COMPARED (every result skipped)" if report.nothing_compared else "✅ parity passed") \
+        if report.ok else "❌ parity FAILED"
     if report.partial:
         head += f" — PARTIAL report ({report.partial_reason})"
     lines = [

@@ -109,3 +109,27 @@ def test_the_installed_torch_is_asked_for_cuda():
 
     usable, build = torch_cuda()
     assert build.startswith("torch ") and isinstance(usable, bool)
+
+
+def test_parity_dtype_overrides_the_platform_default(monkeypatch):
+    monkeypatch.delenv("PARITY_DTYPE", raising=False)
+    assert Platform("cpu").default_dtype == "float32" and Platform("cuda").default_dtype == "bfloat16"
+    monkeypatch.setenv("PARITY_DTYPE", "float32")
+    assert Platform("cuda").default_dtype == "float32"
+    monkeypatch.setenv("PARITY_DTYPE", "fp8")
+    with pytest.raises(ValueError, match="PARITY_DTYPE='fp8'; valid: float32, bfloat16, float16"):
+        Platform("cuda").default_dtype
+
+
+def test_every_shipped_and_test_matrix_bounds_every_dtype():
+    """A GPU run (bfloat16 by default) of any matrix must find bounds: no case lists only float32."""
+    from pathlib import Path
+
+    from harness.matrix import load_matrix
+
+    root = Path(__file__).resolve().parents[2]
+    paths = [*sorted((root / "matrices").glob("*.yaml")), *sorted((root / "tests" / "integration" / "data").glob("*.yaml")),
+             root / "benchmarks" / "subset.yaml"]
+    for path in paths:
+        for case in load_matrix(path).cases:
+            assert {"float32", "bfloat16", "float16"} <= set(case.tolerances), f"{path.name}: {case.id} {sorted(case.tolerances)}"

@@ -62,3 +62,10 @@ def test_markdown_folds_passes_per_family_and_stays_under_the_comment_limit():
     small = to_markdown(_report("pass", "pass", "fail"))
     assert "<details><summary>2 passes" in small and "| fam | 2 | vllm-v2 | `case-0` on vllm-v2: 0.01 of its bound |" in small
     assert "`case-0` | vLLM" not in small  # a pass is not a row of its own
+
+
+def test_a_run_where_everything_skipped_does_not_pass():
+    skipped = _report("skip", "skip")
+    assert skipped.ok and skipped.nothing_compared and skipped.exit_code() == 4
+    assert to_markdown(skipped).startswith("## ⚠️ NOTHING COMPARED")
+    assert _report("skip", "pass").exit_code() == 0

@@ -89,6 +89,31 @@ def _long_query_document_pairs() -> tuple[Item, ...]:
                          lambda doc: " ".join(doc.rstrip(".").split()[:4]), seed=8)
 
 
+def _adversarial_texts() -> tuple[Item, ...]:
+    """Inputs where engines break: scripts and normalisation, whitespace, text that spells special
+    tokens, duplicates and equal lengths in one batch, and one token beside a long input."""
+    cafe_nfc, cafe_nfd = "caf\u00e9 au lait", "cafe\u0301 au lait"  # the same word, composed and decomposed
+    long = " ".join(_words()[i % 60] for i in range(90)) + "."  # about 100 tokens: inside 128 positions
+    return (
+        "\u732b\u304c\u9759\u304b\u306b\u5ea7\u3063\u3066\u3044\u308b\u3002",  # Japanese
+        "\u0627\u0644\u0642\u0637\u0629 \u062a\u062c\u0644\u0633 \u0628\u0647\u062f\u0648\u0621",  # Arabic (RTL)
+        "family \U0001F468\u200D\U0001F469\u200D\U0001F467 and a cat \U0001F408",  # emoji, ZWJ sequence
+        cafe_nfc, cafe_nfd,
+        "  leading and trailing spaces  ", "tabs\tand\nnew\nlines", "a", "cat",
+        "the [SEP] token and [CLS] spelled out", "ends with <|endoftext|> and <pad> as text",
+        "The cat sat quietly on the warm stone near the river.",
+        "The cat sat quietly on the warm stone near the river.",  # a duplicate in the same batch
+        "red fox runs", "old map fades", "big dog barks",  # equal lengths
+        long, "x",  # one token beside a long input
+    )
+
+
+def _adversarial_pairs() -> tuple[Item, ...]:
+    texts = _adversarial_texts()
+    doc = "The cat sat quietly on the warm stone near the river."
+    return tuple([("where does the cat sit", t) for t in texts[:9]] + [(t, doc) for t in texts[9:]])
+
+
 def _math_steps() -> tuple[Item, ...]:
     # Qwen2.5-Math-PRM format: each step ends with the step tag <extra_0>
     lines = [ln for ln in (DATA / "math_steps.txt").read_text().splitlines() if ln.strip()]
@@ -128,6 +153,8 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "query-document-pairs": (1, _query_document_pairs),
     "long-query-document-pairs": (1, _long_query_document_pairs),
     "math-steps": (1, _math_steps),
+    "adversarial-texts": (1, _adversarial_texts),
+    "adversarial-pairs": (1, _adversarial_pairs),
     "synthetic-images": (1, _images),
     "texts-and-images": (1, _texts_and_images),
     "query-image-pairs": (1, _query_image_pairs),

@@ -20,10 +20,13 @@ class InputSet:
     name: str
     version: int
     items: tuple[Item, ...]
+    # what the hash sees when items hold machine-specific paths (files users bring)
+    hash_items: tuple | None = None
 
     @property
     def sha256(self) -> str:
-        payload = json.dumps({"name": self.name, "version": self.version, "items": self.items})
+        items = self.hash_items if self.hash_items is not None else self.items
+        payload = json.dumps({"name": self.name, "version": self.version, "items": items})
         parts = [x for it in self.items for x in (it if isinstance(it, tuple) else (it,))]
         refs = [x["image"] for x in parts if isinstance(x, dict) and "image" in x]
         if refs:  # images are hashed over their pixels, not over their references
@@ -162,8 +165,26 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
 INPUT_SET_NAMES = tuple(sorted(_SETS))
 
 
-@lru_cache(maxsize=None)
+_REGISTERED: dict[str, InputSet] = {}  # sets read from files or the matrix (harness.input_files)
+
+
+def register(inputs: InputSet) -> InputSet:
+    _REGISTERED[inputs.name] = inputs
+    return inputs
+
+
 def input_set(name: str) -> InputSet:
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    return _builtin(name)
+
+
+def is_known(name: str) -> bool:
+    return name in _SETS or name in _REGISTERED
+
+
+@lru_cache(maxsize=None)
+def _builtin(name: str) -> InputSet:
     try:
         version, make = _SETS[name]
     except KeyError:

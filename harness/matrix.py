@@ -179,10 +179,11 @@ class Case(_Strict):
     @field_validator("inputs")
     @classmethod
     def _known_inputs(cls, v: str) -> str:
-        from harness.inputs import INPUT_SET_NAMES
+        from harness.inputs import INPUT_SET_NAMES, is_known
 
-        if v not in INPUT_SET_NAMES:
-            raise ValueError(f"unknown input set {v!r}; valid: {', '.join(INPUT_SET_NAMES)}")
+        if not is_known(v):
+            raise ValueError(f"unknown input set {v!r}; valid: {', '.join(INPUT_SET_NAMES)}, or a mapping "
+                             f"{{file: PATH}} | {{images: FOLDER}} | {{texts: [...]}} | {{pairs: [[q, d], ...]}}")
         return v
 
     @field_validator("reference")
@@ -452,6 +453,15 @@ def load_matrix(path: str | Path) -> Matrix:
             problems.append(f"{doc.where('cases', i)}: case {case_id!r}: {what}")
             continue
         merged["where"] = doc.where("cases", i)
+        if isinstance(merged.get("inputs"), dict):  # a set from files or inline: read it now
+            from harness.input_files import InputError, load
+
+            try:
+                merged["inputs"] = load(merged["inputs"], doc.path.parent).name
+            except InputError as e:
+                problems.append(f"{_error_location(('inputs',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
+                                f"key 'inputs': {e}")
+                continue
         try:
             case = Case.model_validate(merged)
         except ValidationError as e:

@@ -181,6 +181,33 @@ def cmd_models(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_inputs(args: argparse.Namespace) -> int:
+    """What a case will send: an input set by name, or a file / folder of inputs users bring."""
+    from harness.input_files import InputError, load
+    from harness.inputs import INPUT_SET_NAMES, input_set, is_known
+
+    if is_known(args.what):
+        inputs = input_set(args.what)
+    else:
+        path = Path(args.what)
+        spec = {"images": str(path.resolve())} if path.is_dir() else {"file": str(path.resolve())}
+        if not path.exists():
+            err.print(f"[red]{args.what!r} is neither an input set ({', '.join(INPUT_SET_NAMES)}) nor a file or folder[/]")
+            return 2
+        try:
+            inputs = load(spec, Path.cwd() / "matrices")  # paths as a matrix in matrices/ would see them
+        except InputError as e:
+            err.print(f"[red]{e}[/]")
+            return 2
+    out.print(f"{inputs.name} · version {inputs.version} · {len(inputs.items)} items · sha256 {inputs.sha256}",
+              highlight=False, markup=False)
+    for i, item in enumerate(inputs.items[: args.first]):
+        out.print(f"  [{i}] {item!r}"[:240], highlight=False, markup=False)
+    if len(inputs.items) > args.first:
+        out.print(f"  … {len(inputs.items) - args.first} more", highlight=False, markup=False)
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     if args.action == "diff":
         from harness import report_diff
@@ -267,6 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="resolve (and build) every case's model; print fingerprints")
     _add_selection(models)
     models.set_defaults(func=cmd_models)
+    inp = sub.add_parser("inputs", help="show what a case will send: count, hash and first items")
+    inp.add_argument("action", choices=("show",))
+    inp.add_argument("what", help="a built-in input set's name, or a .txt / .jsonl file or a folder of images")
+    inp.add_argument("--first", type=int, default=5, help="how many items to print (default 5)")
+    inp.set_defaults(func=cmd_inputs)
     rep = sub.add_parser("report", help="show a report.json again, merge shard reports, or diff two runs")
     rep.add_argument("action", choices=("show", "merge", "diff"))
     rep.add_argument("reports", nargs="+", help="report.json file(s); diff takes OLD NEW")

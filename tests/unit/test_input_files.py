@@ -67,3 +67,20 @@ def test_each_malformed_input_is_a_matrix_error_with_both_locations(tmp_path, mo
     msg = str(e.value)
     assert re.search(r"m\.yaml:\d+: case 'one', key 'inputs': ", msg), msg
     assert re.search(text, msg), msg
+
+
+def test_parity_inputs_show_prints_count_hash_and_first_items():
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "inputs", "show", "tests/integration/data/inputs/pairs.jsonl",
+                           "--first", "2"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "5 items · sha256 " in proc.stdout and "[1] ('what is parity'," in proc.stdout and "… 3 more" in proc.stdout
+    named = subprocess.run([sys.executable, "-m", "harness.cli", "inputs", "show", "short-texts"], capture_output=True,
+                           text=True, cwd=ROOT)
+    assert named.returncode == 0 and named.stdout.startswith("short-texts · version 1 · 24 items")
+    bad = subprocess.run([sys.executable, "-m", "harness.cli", "inputs", "show", "nope"], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "neither an input set" in bad.stderr

@@ -57,3 +57,14 @@ def test_no_server_process_outlives_the_run(serve_run):
     leftover = subprocess.run(["pgrep", "-f", "parity-serve-.*|vllm.entrypoints.openai.api_server --model .*bertmodel"],
                               capture_output=True, text=True).stdout.split()
     assert not [p for p in leftover if int(p) != os.getpid()], leftover
+
+
+def test_a_request_that_times_out_and_an_http_error_each_get_their_verdict(serve_run):
+    _, results = serve_run
+    timeout = results[("srv-request-timeout", "vllm-serve-v1")]
+    assert timeout["status"] == "error" and "timed out after 0.001 s" in timeout["reason"], timeout["reason"]
+    refused = results[("srv-unsupported-task-4xx", "vllm-serve-v1")]
+    assert refused["status"] == "error" and "HTTP 4" in refused["reason"] and "/classify" in refused["reason"], refused["reason"]
+    # the server that answered them kept serving the other cases of its model
+    assert results[("srv-embed", "vllm-serve-v1")]["status"] == "pass"
+    assert timeout["info"]["server"]["pid"] == results[("srv-embed", "vllm-serve-v1")]["info"]["server"]["pid"]

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from harness.runners import model_runner_variant
+
 Device = Literal["cpu", "cuda"]
 DTYPES = ("float32", "bfloat16", "float16")
 TRITON_SHIM_SITE = Path(__file__).parent / "triton_cpu" / "site"
@@ -57,7 +59,7 @@ class Platform:
         }
         if not runner.startswith("vllm"):
             return env
-        variant = runner.rsplit("-", 1)[1]
+        variant = model_runner_variant(runner)
         env["VLLM_USE_V2_MODEL_RUNNER"] = {"v1": "0", "v2": "1", "auto": None}[variant]
         serve = runner.startswith("vllm-serve")
         if self.device == "cpu":
@@ -80,7 +82,7 @@ class Platform:
             return f"hf ({self.device})"
         if not runner.startswith("vllm"):
             return runner
-        variant = runner.rsplit("-", 1)[1]
+        variant = str(model_runner_variant(runner))
         label = f"vLLM {'serve ' if runner.startswith('vllm-serve') else ''}{variant.upper()}"
         if actual and actual != variant:
             label += f" (ran {actual.upper()})"

@@ -141,7 +141,9 @@ def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], M
         return Verdict("error", "not run (the run was interrupted or the worker never reached it)")
     if got.status != "ok":
         return runner_error(case, runner, got.status, got.reason, got.error)
-    variant = runner.rsplit("-", 1)[1] if runner.startswith("vllm-") else None
+    from harness.runners import model_runner_variant
+
+    variant = model_runner_variant(runner)
     actual = got.info.get("actual_runner")
     if variant in ("v1", "v2") and actual != variant:
         return Verdict("error", f"asked vLLM for model runner {variant.upper()} but it ran {str(actual).upper()} "

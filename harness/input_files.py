@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +30,13 @@ class InputError(ValueError):
 
 
 def _safe(raw: str, base: Path, relative_to: Path | None = None) -> Path:
-    """`raw` resolved against `relative_to` (default: the matrix's folder `base`), allowed inside
-    the project (`base`'s parent) or the cache only."""
-    from harness.models import cache_root
+    """The model-path rule (harness.models.contained_path), as an input error."""
+    from harness.models import UnsafePath, contained_path
 
-    p = Path(raw)
-    path = (Path(relative_to or base) / p).resolve() if not p.is_absolute() else p.resolve()
-    allowed = (Path(base).resolve().parent, cache_root().resolve())
-    if not any(path == root or root in path.parents for root in allowed) and os.environ.get("PARITY_ALLOW_ABSOLUTE_PATHS") != "1":
-        raise InputError(f"input path {raw!r} resolves to {path}, outside the project ({allowed[0]}) and the cache "
-                         f"({allowed[1]}); set PARITY_ALLOW_ABSOLUTE_PATHS=1 to allow it")
-    return path
+    try:
+        return contained_path(raw, base, "input path", relative_to)
+    except UnsafePath as e:
+        raise InputError(str(e)) from None
 
 
 def _portable(path: Path, base: Path) -> str:

@@ -123,17 +123,23 @@ class UnsafePath(ValueError):
     """A matrix path points outside the project and the cache, and absolute paths are not allowed."""
 
 
-def _resolve_local(src: LocalModel, base: Path) -> Path:
-    """Relative paths resolve against the matrix's folder and must stay inside the project (the
-    matrix folder's parent) or the harness cache; anything else, absolute paths included, needs
-    PARITY_ALLOW_ABSOLUTE_PATHS=1, so a matrix from a pull request cannot read arbitrary folders."""
-    raw = Path(src.path)
-    path = (base / raw).resolve() if not raw.is_absolute() else raw.resolve()
+def contained_path(raw: str, base: Path, what: str, relative_to: Path | None = None) -> Path:
+    """A path a matrix names. Relative paths resolve against `relative_to` (default: the matrix's
+    folder `base`) and must stay inside the project (the matrix folder's parent) or the harness
+    cache; anything else, absolute paths included, needs PARITY_ALLOW_ABSOLUTE_PATHS=1, so a matrix
+    from a pull request cannot read arbitrary files."""
+    p = Path(raw)
+    path = (Path(relative_to or base) / p).resolve() if not p.is_absolute() else p.resolve()
     allowed = (Path(base).resolve().parent, cache_root().resolve())
     inside = any(path == root or root in path.parents for root in allowed)
     if not inside and os.environ.get("PARITY_ALLOW_ABSOLUTE_PATHS") != "1":
-        raise UnsafePath(f"local model path {src.path!r} resolves to {path}, outside the project "
+        raise UnsafePath(f"{what} {raw!r} resolves to {path}, outside the project "
                          f"({allowed[0]}) and the cache ({allowed[1]}); set PARITY_ALLOW_ABSOLUTE_PATHS=1 to allow it")
+    return path
+
+
+def _resolve_local(src: LocalModel, base: Path) -> Path:
+    path = contained_path(src.path, base, "local model path")
     if not path.is_dir():
         raise ModelUnavailable(f"local model folder {path} does not exist")
     return path

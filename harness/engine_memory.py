@@ -8,9 +8,11 @@ requests it sends, not for the host's memory: we ask for exactly that, with a ma
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 MIB = 1 << 20
@@ -82,6 +84,12 @@ def kv_budget(config: dict, dtype: str, engine: dict[str, Any]) -> KvBudget:
     source = (f"{layers} layers x {kv_heads} KV heads x head dim {head_dim} x {dtype}: {per_token} B/token; "
               f"{tokens} tokens x {MARGIN} = {needed / MIB:.1f} MiB" + (f", floor {FLOOR_BYTES // MIB} MiB" if size == FLOOR_BYTES else ""))
     return KvBudget(size, tokens, per_token, max_model_len, source)
+
+
+def kv_budget_of(model_dir: str, dtype: str, engine: dict[str, Any]) -> KvBudget:
+    """kv_budget of the checkpoint in `model_dir` (its config.json)."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    return kv_budget(config, dtype, engine)
 
 
 def resource_hint(error: str) -> str | None:

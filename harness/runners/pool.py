@@ -25,11 +25,12 @@ class WorkerFailure(Exception):
         return str(self).split(LOG_TAIL_MARK, 1)[0]
 
 
-def log_tail(path: Path, lines: int = 25) -> str:
+def log_tail(path: Path, lines: int = 25, what: str = "worker") -> str:
+    """The last `lines` non-blank lines of a log, for a verdict's reason."""
     try:
         text = Path(path).read_text(errors="replace")
     except OSError:
-        return "(no worker log)"
+        return f"(no {what} log)"
     tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
     return "\n".join(tail)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.runners import LoadRequest
+from harness.runners import LoadRequest, pool
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 420.0  # a server start on 2 cores: API process + engine core, each importing vLLM
@@ -56,12 +56,8 @@ def cli_args(engine: dict[str, Any]) -> list[str]:
     return out
 
 
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no server log)"
-    return "\n".join([ln for ln in text.splitlines() if ln.strip()][-lines:])
+def log_tail(path: Path) -> str:
+    return pool.log_tail(path, 30, "server")
 
 
 def runner_from_log(text: str) -> tuple[str, str]:
@@ -92,10 +88,10 @@ class ServeRunner:
     # --- lifecycle ---------------------------------------------------------------------------
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
+        from harness.engine_memory import kv_budget_of
         from harness.platform import Platform
-        from harness.runners.vllm import _kv_budget
 
-        budget = _kv_budget(req)
+        budget = kv_budget_of(req.model_dir, req.dtype, req.engine)
         engine = {**Platform(req.device).engine_defaults(budget.bytes), "seed": 0, **req.engine}
         self.model = req.model_dir
         t0 = time.perf_counter()

@@ -91,7 +91,9 @@ class VllmRunner:
 
         from harness.platform import Platform
 
-        budget = _kv_budget(req)
+        from harness.engine_memory import kv_budget_of
+
+        budget = kv_budget_of(req.model_dir, req.dtype, req.engine)
         kwargs: dict[str, Any] = {
             **Platform(req.device).engine_defaults(budget.bytes),
             "seed": 0,
@@ -180,17 +182,6 @@ def _vllm_version() -> str:
     import vllm
 
     return str(getattr(vllm, "__version__", "?"))
-
-
-def _kv_budget(req: LoadRequest):
-    """The KV-cache size this case's engine gets (harness.engine_memory), from its config."""
-    import json
-    from pathlib import Path
-
-    from harness.engine_memory import kv_budget
-
-    config = json.loads((Path(req.model_dir) / "config.json").read_text())
-    return kv_budget(config, req.dtype, req.engine)
 
 
 def _prompt(item):

@@ -34,6 +34,7 @@ class Result(BaseModel):
     status: str
     reason: str = ""
     metrics: list[MetricOut] = Field(default_factory=list)
+    envelope: dict[str, float] = Field(default_factory=dict)  # a recorded divergence's bounds (xfail), per metric
     checks: dict[str, str] = Field(default_factory=dict)  # what was compared besides metrics (token ids)
     where: str = ""
     model: dict[str, Any] = Field(default_factory=dict)

@@ -113,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     report.shard, report.selection = (args.shard if args.shard else None), selection
     paths = write_all(report, run_dir)
     print_table(report)
-    err.print(f"report: {paths['json']} · {paths['markdown']} · {paths['junit']}")
+    err.print(f"report: {paths['json']} · {paths['markdown']} · {paths['junit']} · {paths['html']}")
     if args.junit:
         Path(args.junit).write_text(paths["junit"].read_text())
     if args.markdown:
@@ -236,7 +236,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             return 2
         paths = write_all(report, Path(args.out))
         print_table(report)
-        err.print(f"merged {len(args.reports)} report(s): {paths['json']} · {paths['markdown']} · {paths['junit']}")
+        err.print(f"merged {len(args.reports)} report(s): {paths['json']} · {paths['markdown']} · {paths['junit']} · "
+                  f"{paths['html']}")
         return report.exit_code()
     if len(args.reports) != 1:
         err.print("[red]parity report show takes one report.json[/]")

@@ -175,7 +175,7 @@ def compare_outputs(old: Report, new: Report, old_dir: Path, new_dir: Path) -> l
 TITLES = {"new-failure": "New failures", "fixed": "Fixed", "status": "Other verdict changes",
           "drift": "Drift inside the bounds (warnings)", "added": "Added", "removed": "Removed"}
 CHANGE_HEAD = ("case", "runner", "before", "after", "detail")
-OUTPUT_HEAD = ("case", "runner", "max |OLD − NEW|", "problem")
+OUTPUT_HEAD = ("case", "runner", "max abs difference (OLD vs NEW)", "problem")
 
 
 def change_tables(d: Diff) -> list[tuple[str, str, list[tuple[str, str, str, str, str]]]]:

@@ -113,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     report.shard, report.selection = (args.shard if args.shard else None), selection
     paths = write_all(report, run_dir)
     print_table(report)
-    err.print(f"report: {paths['json']} · {paths['markdown']} · {paths['junit']}")
+    err.print(f"report: {paths['json']} · {paths['markdown']} · {paths['junit']} · {paths['html']}")
     if args.junit:
         Path(args.junit).write_text(paths["junit"].read_text())
     if args.markdown:
@@ -215,13 +215,22 @@ def cmd_report(args: argparse.Namespace) -> int:
         if len(args.reports) != 2:
             err.print("[red]parity report diff takes OLD.json NEW.json[/]")
             return 2
-        old, new = (read_json(Path(p)) for p in args.reports)
+        old_path, new_path = (Path(p) for p in args.reports)
+        old, new = read_json(old_path), read_json(new_path)
         d = report_diff.diff(old, new, args.drift_factor)
+        if args.outputs:
+            d.outputs = report_diff.compare_outputs(old, new, old_path.parent, new_path.parent)
+            for x in d.outputs:
+                if x.problem:  # reported, never a silent 0; the exit code stays the verdicts'
+                    err.print(f"outputs of {x.case_id} [{x.runner}] not compared: {x.problem}", highlight=False,
+                              markup=False)
         md = report_diff.to_markdown(d, old, new)
-        sys.stdout.write(md)
+        page = report_diff.to_html(d, old, new)
+        sys.stdout.write(page if args.format == "html" else md)
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)
             (Path(args.out) / "diff.md").write_text(md)
+            (Path(args.out) / "diff.html").write_text(page)
         return d.exit_code
     if args.action == "merge":
         from harness.report import merge
@@ -236,7 +245,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             return 2
         paths = write_all(report, Path(args.out))
         print_table(report)
-        err.print(f"merged {len(args.reports)} report(s): {paths['json']} · {paths['markdown']} · {paths['junit']}")
+        err.print(f"merged {len(args.reports)} report(s): {paths['json']} · {paths['markdown']} · {paths['junit']} · "
+                  f"{paths['html']}")
         return report.exit_code()
     if len(args.reports) != 1:
         err.print("[red]parity report show takes one report.json[/]")
@@ -245,6 +255,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.format == "markdown":
         from harness.report import to_markdown
         sys.stdout.write(to_markdown(report))
+    elif args.format == "html":
+        from harness.report_html import to_html
+        sys.stdout.write(to_html(report))
     elif args.format == "junit":
         from harness.report import to_junit
         sys.stdout.write(to_junit(report))
@@ -302,9 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="show a report.json again, merge shard reports, or diff two runs")
     rep.add_argument("action", choices=("show", "merge", "diff"))
     rep.add_argument("reports", nargs="+", help="report.json file(s); diff takes OLD NEW")
-    rep.add_argument("--format", choices=("table", "markdown", "junit"), default="table", help="for show")
-    rep.add_argument("--out", "-o", help="for merge: folder for the merged report.json, junit.xml, report.md; "
-                                         "for diff: folder for diff.md")
+    rep.add_argument("--format", choices=("table", "markdown", "junit", "html"), default="table",
+                     help="for show; for diff, html prints the HTML page instead of Markdown")
+    rep.add_argument("--out", "-o", help="for merge: folder for the merged report.json, junit.xml, report.md, "
+                                         "report.html; for diff: folder for diff.md and diff.html")
+    rep.add_argument("--outputs", action="store_true",
+                     help="for diff: also compare the two runs' stored outputs per (case, runner): max |OLD - NEW|")
     rep.add_argument("--drift-factor", type=float, default=10.0,
                      help="for diff: a metric that grew by more than this factor inside its bound is drift (default 10)")
     rep.set_defaults(func=cmd_report)

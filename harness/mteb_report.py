@@ -1,10 +1,10 @@
-"""MTEB scores side by side: a table (Markdown), a bar chart (matplotlib PNG) and an HTML page
-with both. Reads only the report's results, so it works on merged reports too."""
+"""MTEB scores side by side: a table (Markdown), a chart of each runner's score deltas against
+their bounds (matplotlib: PNG, and SVG inline in the HTML page beside the table). Reads only the
+report's results, so it works on merged reports too."""
 
 from __future__ import annotations
 
-import base64
-import html
+import io
 from collections import defaultdict
 from pathlib import Path
 
@@ -40,27 +40,62 @@ def to_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(report: Report, path: Path) -> Path:
+DELTAS = (("main_score_delta_vs_hf", "|runner − hf|", "o"), ("main_score_delta_vs_expected", "|runner − expected|", "s"))
+FLOOR = 1e-12  # a log axis has no 0: a delta of exactly 0 is drawn here, on a line labelled as such
+
+
+def delta_rows(report: Report) -> list[tuple[str, dict[str, tuple[float, float | None]]]]:
+    """(label, {metric: (value, bound)}) per (case:task, runner) with a gated delta, in table order:
+    the values the verdict gated, so the chart shows what was judged."""
+    runners, _ = score_table(report)
+    names = {n for n, _, _ in DELTAS}
+    rows = []
+    for r in sorted(report.results, key=lambda r: (r.case_id, runners.index(r.runner) if r.runner in runners else 9)):
+        ms = {m.name: (m.value, m.bound) for m in r.metrics if m.name in names and m.value is not None}
+        if ms:
+            rows.append((f"{r.case_id} · {r.runner}", ms))
+    return rows
+
+
+def figure(report: Report):
+    """|runner − hf| and |runner − expected| per (case:task, runner) against each one's bound, log scale."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runners, rows = score_table(report)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(rows) * max(1, len(runners)) / 2 + 2), 4.5), dpi=110)
-    width = 0.8 / max(1, len(runners))
-    for j, runner in enumerate(runners):
-        xs = [i + (j - (len(runners) - 1) / 2) * width for i in range(len(rows))]
-        ys = [row[3].get(runner) or 0.0 for row in rows]
-        ax.bar(xs, ys, width=width, label=runner)
-    ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([f"{c}\n{t}" for c, t, _, _ in rows], rotation=30, ha="right", fontsize=7)
-    ax.set_ylabel("main score")
-    ax.set_ylim(0, 1.05)
-    ax.set_title(f"MTEB main scores by runner ({report.device})")
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
+    rows = delta_rows(report)
+    fig, ax = plt.subplots(figsize=(7.5, 1.4 + 0.3 * max(1, len(rows))), dpi=110)
+    ys = list(range(len(rows)))[::-1]  # first row on top, as in the table
+    for (name, label, marker), dy in zip(DELTAS, (0.14, -0.14)):  # side by side, so equal deltas stay visible
+        pts = [(max(ms[name][0], FLOOR), y + dy) for (_, ms), y in zip(rows, ys) if name in ms]
+        if pts:
+            ax.scatter([x for x, _ in pts], [y for _, y in pts], marker=marker, s=34, alpha=0.8, label=label, gid=name,
+                       zorder=3)
+    bounds = [(b, y) for (_, ms), y in zip(rows, ys) for b in {v[1] for v in ms.values() if v[1]}]
+    if bounds:
+        ax.scatter([b for b, _ in bounds], [y for _, y in bounds], marker="|", s=260, color="#c62828", linewidths=2,
+                   label="bound", gid="bound", zorder=2)
+    ax.axvline(FLOOR, color="#888", linestyle=":", linewidth=1)
+    ax.text(FLOOR, len(rows) - 0.4, " 0 (drawn at 1e-12)", fontsize=7, color="#555", va="bottom")
+    ax.set_xscale("log")
+    top = max([b for b, _ in bounds] + [x for _, ms in rows for x, _ in ms.values()] + [1e-3])
+    ax.set_xlim(FLOOR / 5, top * 20)
+    ax.set_ylim(-0.7, len(rows) + 0.3)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([label for label, _ in rows], fontsize=7)
+    ax.set_xlabel("|Δ main score| (log); right of the red tick is outside the bound")
+    ax.set_title(f"MTEB main-score deltas against their bounds ({report.device})", fontsize=10, pad=22)
+    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
+    ax.grid(axis="x", alpha=0.3, which="major")
     fig.tight_layout()
+    return fig
+
+
+def plot(report: Report, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig = figure(report)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -68,31 +103,40 @@ def plot(report: Report, path: Path) -> Path:
     return path
 
 
-def to_html(report: Report, png: Path) -> str:
+def svg(report: Report) -> str:
+    """The chart as inline SVG (crisp, and readable by a parser), without the XML prologue."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(report)
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def to_html(report: Report) -> str:
+    from harness.report_html import Raw, badge, esc, num, page, table
+
     runners, rows = score_table(report)
-    img = base64.b64encode(Path(png).read_bytes()).decode()
-    th = "".join(f"<th>{html.escape(r)}</th>" for r in runners)
-    trs = []
-    for case, task, metric, scores in rows:
-        tds = "".join(f"<td>{scores[r]:.6f}</td>" if scores.get(r) is not None else "<td>-</td>" for r in runners)
-        trs.append(f"<tr><td>{html.escape(case)}</td><td>{html.escape(task)}</td><td>{html.escape(metric)}</td>{tds}</tr>")
-    verdicts = "".join(
-        f"<tr><td>{html.escape(r.case_id)}</td><td>{html.escape(r.runner)}</td><td>{r.status}</td>"
-        f"<td>{html.escape(r.reason)}</td></tr>" for r in sorted(report.results, key=lambda r: (r.status == "pass", r.case_id)))
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>MTEB parity</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px}}</style>
-</head><body><h1>MTEB parity: {'passed' if report.ok else 'FAILED'}</h1>
-<p>device {html.escape(report.device)} · matrix {html.escape(report.matrix)} · {report.wall_seconds or 0:.0f} s</p>
-<img alt="MTEB main scores by runner" src="data:image/png;base64,{img}">
-<h2>Main scores</h2><table><tr><th>case</th><th>task</th><th>metric</th>{th}</tr>{''.join(trs)}</table>
-<h2>Verdicts</h2><table><tr><th>case:task</th><th>runner</th><th>verdict</th><th>reason</th></tr>{verdicts}</table>
-</body></html>
-"""
+    scores = table(("case", "task", "metric", *runners),
+                   ([Raw(f"<code>{esc(case)}</code>"), task, metric, *(num(s.get(r), ".6f") for r in runners)]
+                    for case, task, metric, s in rows))
+    chart = Raw(f'<div class="chart">{svg(report)}</div>')
+    verdicts = table(("case:task", "runner", "verdict", "reason"),
+                     ([Raw(f"<code>{esc(r.case_id)}</code>"), r.runner, badge(r.status), r.reason]
+                      for r in sorted(report.results, key=lambda r: (r.status == "pass", r.case_id))))
+    side_by_side = Raw(f'<div style="display:flex;gap:18px;flex-wrap:wrap;align-items:flex-start">'
+                       f'<div style="flex:1 1 420px">{scores}</div><div style="flex:0 1 auto">{chart}</div></div>')
+    lead = (f"<p>{badge('pass' if report.ok else 'fail', 'passed' if report.ok else 'FAILED')} device "
+            f"{esc(report.device)} · matrix {esc(report.matrix)} · {report.wall_seconds or 0:.0f} s</p>")
+    return page("MTEB parity", "MTEB parity", [("scores", "Main scores and their deltas", side_by_side),
+                                               ("verdicts", "Verdicts", verdicts)], lead)
 
 
 def write(report: Report, out_dir: Path) -> dict[str, Path]:
     out_dir = Path(out_dir)
-    png = plot(report, out_dir / "mteb-scores.png")
+    png = plot(report, out_dir / "mteb-deltas.png")
     (out_dir / "mteb.md").write_text(to_markdown(report))
-    (out_dir / "mteb.html").write_text(to_html(report, png))
+    (out_dir / "mteb.html").write_text(to_html(report))
     return {"png": png, "markdown": out_dir / "mteb.md", "html": out_dir / "mteb.html"}

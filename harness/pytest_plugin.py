@@ -148,7 +148,7 @@ def parity_session(request: pytest.FixtureRequest) -> ParitySession:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Each process writes the part it ran; the controller (or a run without xdist) merges the
-    parts into the run's report.json, report.md and junit.xml, like `parity run`."""
+    parts into the run's report.json, report.md, junit.xml and report.html, like `parity run`."""
     from harness.report import merge, read_json, write_all, write_json
 
     config = session.config
@@ -174,7 +174,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     paths = write_all(report, out)
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
-        tr.write_line(f"parity report: {paths['json']} · {paths['markdown']} · {paths['junit']}")
+        tr.write_line(f"parity report: {paths['json']} · {paths['markdown']} · {paths['junit']} · {paths['html']}")
 
 
 @pytest.fixture

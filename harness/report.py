@@ -34,6 +34,7 @@ class Result(BaseModel):
     status: str
     reason: str = ""
     metrics: list[MetricOut] = Field(default_factory=list)
+    envelope: dict[str, float] = Field(default_factory=dict)  # a recorded divergence's bounds (xfail), per metric
     checks: dict[str, str] = Field(default_factory=dict)  # what was compared besides metrics (token ids)
     where: str = ""
     model: dict[str, Any] = Field(default_factory=dict)
@@ -174,12 +175,20 @@ def _folded_passes(passes: list[Result]) -> list[str]:
     return out + ["", "</details>"]
 
 
-def to_markdown(report: Report, max_reason: int = 300) -> str:
-    c = report.counts()
+def headline(report: Report, marks: bool = True) -> str:
+    """The one-line verdict of a run, as every human-readable report opens (`marks`: with its emoji)."""
     head = ("⚠️ NOTHING COMPARED (every result skipped)" if report.nothing_compared else "✅ parity passed") \
         if report.ok else "❌ parity FAILED"
+    if not marks:
+        head = head.split(" ", 1)[1]
     if report.partial:
         head += f" — PARTIAL report ({report.partial_reason})"
+    return head
+
+
+def to_markdown(report: Report, max_reason: int = 300) -> str:
+    c = report.counts()
+    head = headline(report)
     lines = [
         f"## {head}",
         "",
@@ -255,10 +264,14 @@ def to_junit(report: Report) -> str:
 
 def write_all(report: Report, out_dir: Path) -> dict[str, Path]:
     out_dir = Path(out_dir)
-    paths = {"json": out_dir / "report.json", "junit": out_dir / "junit.xml", "markdown": out_dir / "report.md"}
+    from harness.report_html import to_html  # it builds on this module
+
+    paths = {"json": out_dir / "report.json", "junit": out_dir / "junit.xml", "markdown": out_dir / "report.md",
+             "html": out_dir / "report.html"}
     write_json(report, paths["json"])
     _atomic_write(paths["junit"], to_junit(report))
     _atomic_write(paths["markdown"], to_markdown(report))
+    _atomic_write(paths["html"], to_html(report))
     return paths
 
 

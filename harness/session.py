@@ -105,7 +105,7 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
                 case_id=case.id, family=case.family, task=case.task, runner=runner,
                 runner_label=plan.platform.runner_label(runner, actual), status=v.status, reason=v.reason,
                 metrics=[MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics],
-                checks=v.notes,
+                envelope=v.envelope, checks=v.notes,
                 where=case.where, model=model_info,
                 inputs={"name": inputs.name, "sha256": inputs.sha256, "count": len(inputs.items)},
                 dtype=dtype, device=plan.platform.device, actual_runner=actual,

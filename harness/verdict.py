@@ -44,6 +44,7 @@ class Verdict:
     reason: str = ""
     metrics: list[Metric] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)
+    envelope: dict[str, float] = field(default_factory=dict)  # a recorded divergence's bounds, when xfail
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -130,7 +131,8 @@ def _divergence(case: "Case", runner: str, v: Verdict, structural: bool = False)
         what = "; ".join(outside + uncovered + [f"{n} not measured" for n in missing])
         return Verdict("fail", f"the recorded divergence changed: {what} (recorded: {div.reason})", v.metrics)
     return Verdict("xfail", f"expected divergence: {div.reason} (now: {v.reason}; inside the recorded envelope "
-                            + ", ".join(f"{k} <= {b:.3g}" for k, b in envelope.items()) + ")", v.metrics)
+                            + ", ".join(f"{k} <= {b:.3g}" for k, b in envelope.items()) + ")", v.metrics,
+                   envelope=dict(envelope))
 
 
 def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], Measurement]) -> Verdict:

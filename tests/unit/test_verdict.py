@@ -34,6 +34,7 @@ def test_a_divergence_inside_its_envelope_is_xfail_and_a_pass_is_strict_xpass():
     case, ref = make_case(divergence=ENVELOPE), vecs()
     v = compare(case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, _shifted(ref, 0.1), ITEMS)
     assert v.status == "xfail" and "inside the recorded envelope" in v.reason and v.ok
+    assert v.envelope == ENVELOPE["bounds"]  # carried as data, for the reports
     v = compare(case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, [a.copy() for a in ref], ITEMS)
     assert v.status == "xpass" and not v.ok and "remove the mark" in v.reason
     # the mark applies only to the runners it names

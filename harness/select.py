@@ -227,8 +227,8 @@ def _refmodel_archs(path: Path) -> set[str]:
 
 def _project_effect(path: str, ctx: Context) -> Effect | None:
     """This project's own files (paths relative to its root, the working directory)."""
-    if path.startswith("matrices/") and path.endswith((".yaml", ".yml")):
-        full = str(Path(path).resolve())
+    full = str(Path(path).resolve())
+    if path.endswith((".yaml", ".yml")) and (path.startswith("matrices/") or full in ctx.matrix.files):
         if full not in ctx.matrix.files:
             return Effect(path, "matrix", f"not part of {ctx.matrix.path}: no case of this run")
         doc = yaml.safe_load(Path(full).read_text()) if Path(full).is_file() else None

@@ -2,7 +2,8 @@
 
 Exit codes: 0 every compared case passed (or is a recorded divergence / skip); 1 a case failed,
 errored, or a divergence mark is stale; 2 bad usage or a malformed matrix; 4 nothing was compared
-(every result skipped: a gate that proved nothing does not pass).
+(every result skipped, or --changed-files / --vllm-diff selected no row: a gate that proved
+nothing does not pass).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.execute import Timeouts
@@ -20,7 +22,9 @@ from harness.matrix import RUNNER_NAMES, MatrixError, filter_cases, load_matrix,
 from harness.platform import Platform, detect_device
 from harness.progress import progress_reporter
 from harness.report import ORDER, Report, metrics_cell, read_json, write_all
+from harness.select import SelectionError
 from harness.verdict import is_failing
+from harness.vllm_source import SourceError
 
 DEFAULT_MATRIX = "matrices/pooling.yaml"
 STYLE = {"pass": "green", "xfail": "yellow", "skip": "dim", "fail": "bold red", "error": "bold red", "xpass": "bold red"}
@@ -34,6 +38,57 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cases", "-k", nargs="*", metavar="GLOB", help="only cases whose id matches a glob")
     p.add_argument("--runners", "-r", nargs="*", choices=RUNNER_NAMES, metavar="RUNNER",
                    help=f"only these runners ({', '.join(RUNNER_NAMES)}); hf runs as reference whenever needed")
+
+
+def _add_change(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("a change (run only the rows it can affect; see `parity select`)")
+    g.add_argument("--changed-files", nargs="+", metavar="FILE",
+                   help="changed files: vLLM paths (vllm/...) or this project's (matrices/, golden/, harness/)")
+    g.add_argument("--vllm-diff", metavar="RANGE", help="the files `git -C DIR diff --name-only RANGE` names")
+    g.add_argument("--vllm-repo", metavar="DIR",
+                   help="the vLLM checkout of --vllm-diff, and the source the selection reads "
+                        "(default for --changed-files: the installed vllm package)")
+
+
+def change_selection(args: argparse.Namespace, matrix, cases):
+    """The Selection of --changed-files / --vllm-diff over `cases`, or None when neither is given.
+    Raises SelectionError or SourceError (a usage error) when the change or vLLM's source cannot be read."""
+    from harness.select import SelectionError, git_changed_files, select
+    from harness.vllm_source import VllmSource
+
+    if not (args.changed_files or args.vllm_diff):
+        if args.vllm_repo:
+            raise SelectionError("--vllm-repo needs --vllm-diff RANGE or --changed-files")
+        return None
+    if args.changed_files and args.vllm_diff:
+        raise SelectionError("give --changed-files or --vllm-diff, not both")
+    if args.vllm_diff and not args.vllm_repo:
+        raise SelectionError("--vllm-diff RANGE needs --vllm-repo DIR (the vLLM checkout to diff)")
+    changed = git_changed_files(args.vllm_diff, args.vllm_repo) if args.vllm_diff else args.changed_files
+    return select(matrix, cases, changed, "vllm" if args.vllm_diff else "any",
+                  VllmSource.locate(args.vllm_repo), vllm_range=args.vllm_diff)
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    """Print the rows a change can affect; exit 4 when nothing is selected, as a run would."""
+    import json
+
+    from harness.select import to_text
+
+    matrix = load_matrix(args.matrix)
+    if not (args.changed_files or args.vllm_diff):
+        err.print("[red]parity select needs --changed-files FILE... or --vllm-diff RANGE --vllm-repo DIR[/]")
+        return 2
+    sel = change_selection(args, matrix, filter_cases(matrix, args.cases))
+    if args.runners:
+        sel.rows = {k: v for k, v in sel.rows.items() if k[1] in args.runners}
+    if args.json:
+        sys.stdout.write(json.dumps(sel.to_json(), indent=2) + "\n")
+    else:
+        sys.stdout.write(to_text(sel))
+    if args.out:
+        Path(args.out).write_text(json.dumps(sel.to_json(), indent=2) + "\n")
+    return 0 if sel.rows else 4
 
 
 def progress_bar(name: str, total: int):
@@ -80,6 +135,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     # shards of one run must agree on this; `parity report merge` refuses reports that differ
     selection = {"cases": sorted(args.cases or []), "runners": sorted(args.runners or []), "against": args.against,
                  "dtype": args.dtype}
+    change = change_selection(args, matrix, cases)
+    if change is not None:
+        from harness.select import narrow, to_text
+
+        err.print(to_text(change), end="", highlight=False, markup=False)
+        cases = narrow(cases, change)
+        selection["change"] = {"vllm_range": change.vllm_range, "files": sorted(e.path for e in change.effects),
+                               "rows": len(change.rows)}
+        if not cases:  # a run that compares nothing proves nothing: exit 4, as when everything skips
+            report_dir = Path(args.out or "runs/nothing-selected")
+            from harness.session import empty_report
+            empty = empty_report(matrix, detect_device())
+            empty.shard, empty.selection = args.shard, selection
+            write_all(empty, report_dir)
+            err.print(f"[bold yellow]NOTHING SELECTED[/] (exit 4): {change.summary()}; empty report in {report_dir}")
+            return 4
     if args.shard:
         try:
             k, n = parse_shard(args.shard)
@@ -285,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="benchmark baseline: a fresh worker and engine per case per runner, vLLM's default "
                           "process layout (as vLLM's own tests run); same results, much slower")
     run.add_argument("--shard", metavar="K/N", help="run shard K of N (cases of one model stay together)")
+    _add_change(run)
     run.add_argument("--junit", help="also copy the JUnit XML here")
     run.add_argument("--markdown", help="also copy the Markdown summary here")
     run.set_defaults(func=cmd_run)
@@ -304,6 +376,13 @@ def build_parser() -> argparse.ArgumentParser:
     mt.add_argument("--record-expected", action="store_true", help="store HF's scores as the expected scores")
     mt.add_argument("--shuffle-seed", type=int, default=0, help="seed of the request shuffle (restored after)")
     mt.set_defaults(func=cmd_mteb)
+    sel = sub.add_parser("select", help="the (case, runner) rows a change can affect, each with the file that "
+                                        "selects it (exit 4: nothing selected)")
+    _add_selection(sel)
+    _add_change(sel)
+    sel.add_argument("--json", action="store_true", help="print the selection as JSON")
+    sel.add_argument("--out", "-o", metavar="FILE", help="also write the JSON selection to FILE")
+    sel.set_defaults(func=cmd_select)
     models = sub.add_parser("models", help="resolve (and build) every case's model; print fingerprints")
     _add_selection(models)
     models.set_defaults(func=cmd_models)
@@ -333,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except MatrixError as e:
         err.print(f"[bold red]matrix error[/]\n{e}", highlight=False)
+        return 2
+    except (SelectionError, SourceError) as e:
+        err.print(f"[bold red]cannot select by change:[/] {escape(str(e))}", highlight=False)
         return 2
 
 

@@ -224,6 +224,7 @@ class Matrix(BaseModel):
     cases: list[Case]
     # over every file read (the matrix and what it includes), in the order read
     sha256: str = ""
+    files: list[str] = Field(default_factory=list)  # every file read, resolved, in the order read
 
     def case(self, case_id: str) -> Case:
         for c in self.cases:
@@ -326,6 +327,7 @@ class _Layers:
         self.cases: list[tuple[dict, _Doc, int]] = []
         self.select: tuple[list[str], _Doc] | None = None
         self.digest = hashlib.sha256()  # every file read, in order
+        self.files: list[str] = []
 
 
 
@@ -337,6 +339,7 @@ def _collect(path: Path, layers: _Layers, seen: tuple[Path, ...]) -> None:
         raise MatrixError(f"{path}: include cycle: {chain}")
     doc = _Doc(path)
     layers.digest.update(str(path.name).encode() + b"\0" + path.read_bytes() + b"\0")
+    layers.files.append(str(path))
     data = doc.data
     includes = data.get("include", [])
     if isinstance(includes, str):
@@ -496,7 +499,8 @@ def load_matrix(path: str | Path) -> Matrix:
         raise MatrixError(f"{len(problems)} problem(s) in matrix {path}:\n" + "\n".join(problems))
     if not cases:
         raise MatrixError(f"{path}: the matrix has no cases")
-    return Matrix(path=str(path), cases=sorted(cases, key=lambda c: c.id), sha256=layers.digest.hexdigest())
+    return Matrix(path=str(path), cases=sorted(cases, key=lambda c: c.id), sha256=layers.digest.hexdigest(),
+                  files=layers.files)
 
 
 def filter_cases(matrix: Matrix, case_globs: list[str] | None = None) -> list[Case]:

@@ -169,15 +169,23 @@ def resolve(src, base: Path) -> ResolvedModel:
         path = build_synthetic(src)
         fp = (path / "fingerprint.txt").read_text().strip()
         return ResolvedModel(path, fp, f"synthetic {src.arch} (seed {src.seed})")
+    path = stored_model_dir(src, base)
     if isinstance(src, PackageModel):
-        path = _resolve_package(src)
         desc = f"package {src.package}"
     elif isinstance(src, HubCacheModel):
-        path = _resolve_hf_cache(src)
         desc = f"HF cache {src.repo}@{src.revision or 'main'}"
-    elif isinstance(src, LocalModel):
-        path = _resolve_local(src, base)
+    else:
         desc = f"local {path}"
-    else:  # pragma: no cover - the matrix schema admits no other source
-        raise TypeError(f"unknown model source {src!r}")
     return ResolvedModel(path, fingerprint(path), desc)
+
+
+def stored_model_dir(src, base: Path) -> Path:
+    """The folder of a model that is not built (package, HF cache, local), found without hashing
+    it. Raises ModelUnavailable."""
+    if isinstance(src, PackageModel):
+        return _resolve_package(src)
+    if isinstance(src, HubCacheModel):
+        return _resolve_hf_cache(src)
+    if isinstance(src, LocalModel):
+        return _resolve_local(src, base)
+    raise TypeError(f"not a stored model source: {src!r}")

@@ -44,6 +44,8 @@ def test_pipeline_examples_parse_and_call_existing_commands(name, scripts):
     cmds = [c for s in scripts(doc) for c in _commands(s)]
     assert any(c[0] == "ci/parity-gate" for c in cmds), "the example must call the gate"
     assert any(c[:3] == ["parity", "report", "merge"] for c in cmds), "the example must merge shards"
+    assert any(c[:2] == ["parity", "select"] and "--vllm-diff" in c for c in cmds), \
+        "the example must show how to gate a vLLM change"
     parser = build_parser()
     for c in cmds:
         if c[0] == "parity":
@@ -53,7 +55,7 @@ def test_pipeline_examples_parse_and_call_existing_commands(name, scripts):
         else:
             assert (ROOT / c[0]).is_file() and os.access(ROOT / c[0], os.X_OK)
             flags = [a for a in c[1:] if a.startswith("--")]
-            assert set(flags) <= {"--shard", "--out", "--matrix", "--against"}, flags
+            assert set(flags) <= {"--shard", "--out", "--matrix", "--against", "--vllm-diff", "--vllm-repo"}, flags
 
 
 def test_gate_exit_codes(tmp_path):

@@ -1,0 +1,229 @@
+"""Selection by change: which (case, runner) rows a changed file can affect, and why."""
+
+import importlib.util
+import json
+import subprocess
+
+import pytest
+
+from harness.cli import main
+from harness.matrix import load_matrix
+from harness.select import SelectionError, git_changed_files, narrow, select
+from harness.vllm_source import SourceError, VllmSource
+from tests.conftest import ROOT
+
+# A vLLM source tree in miniature: the registry, model modules that import each other, both model
+# runners, the two entrypoints. Enough for every rule, without vLLM installed.
+FAKE_VLLM = {
+    "vllm/__init__.py": "",
+    "vllm/model_executor/models/registry.py": (
+        '_EMBEDDING_MODELS = {"BertModel": ("bert", "BertEmbeddingModel")}\n'
+        '_TEXT_GENERATION_MODELS = {"Qwen2ForCausalLM": ("qwen2", "Qwen2ForCausalLM"),\n'
+        '                           "LlamaForCausalLM": ("llama", "LlamaForCausalLM")}\n'
+        '_LATE_INTERACTION_MODELS = {"HF_ColBERT": ("colbert", "ColBERTModel")}\n'),
+    "vllm/config/model.py": '_SUFFIX_TO_DEFAULTS = [("ForCausalLM", ("generate", "none")),\n'
+                            '    ("ForSequenceClassification", ("pooling", "classify")), ("Model", ("pooling", "embed"))]\n',
+    "vllm/model_executor/models/__init__.py": "",
+    "vllm/model_executor/models/bert.py": "from .utils import x\n",
+    "vllm/model_executor/models/colbert.py": "from vllm.model_executor.models.bert import BertModel\n",
+    "vllm/model_executor/models/qwen2.py": "def f():\n    from .utils import y\n",
+    "vllm/model_executor/models/llama.py": "",
+    "vllm/model_executor/models/utils.py": "",
+    "vllm/model_executor/models/adapters.py": "",
+    "vllm/v1/worker/gpu_model_runner.py": "from vllm.v1.worker.gpu_input_batch import B\n",
+    "vllm/v1/worker/gpu_input_batch.py": "",
+    "vllm/v1/worker/cpu_worker.py": "",
+    "vllm/v1/worker/gpu/model_runner.py": "from vllm.v1.worker.gpu.pool import pooling_runner\n",
+    "vllm/v1/worker/gpu/pool/pooling_runner.py": "",
+    "vllm/entrypoints/llm.py": "from vllm.entrypoints.pooling.offline import M\n",
+    "vllm/entrypoints/pooling/offline.py": "from vllm.entrypoints.pooling.scoring.io_processor import P\n",
+    "vllm/entrypoints/pooling/scoring/io_processor.py": "",
+    "vllm/entrypoints/pooling/embed/serving.py": "",
+    "vllm/entrypoints/openai/api_server.py": "from vllm.entrypoints.pooling.scoring import io_processor\n"
+                                             "from vllm.entrypoints.pooling.embed import serving\n",
+}
+
+MATRIX = """
+defaults:
+  runners: [hf, vllm-v1, vllm-v2, vllm-auto, vllm-serve-v1, vllm-serve-v2]
+  expected_auto_runner: v2
+  tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5, max_rel: 1.0e-5}}
+cases:
+  - id: bert-embed
+    task: embed
+    family: f
+    inputs: short-texts
+    model: {source: synthetic, arch: BertModel, seed: 0}
+    checks: [shuffle]
+  - id: qwen2-rerank
+    task: score
+    family: f
+    inputs: query-document-pairs
+    model: {source: synthetic, arch: Qwen2ForSequenceClassification, seed: 1}
+  - id: colbert-tokens
+    task: token_embed
+    family: f
+    inputs: short-texts
+    model: {source: synthetic, arch: HF_ColBERT, seed: 2}
+families: {f: {}}
+"""
+
+
+@pytest.fixture
+def fake_vllm(tmp_path):
+    for rel, text in FAKE_VLLM.items():
+        (tmp_path / "vllm-src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "vllm-src" / rel).write_text(text)
+    return VllmSource(tmp_path / "vllm-src")
+
+
+@pytest.fixture
+def matrix(write_matrix):
+    return load_matrix(write_matrix(MATRIX))
+
+
+def _rows(matrix, source, *files, origin="vllm"):
+    return select(matrix, matrix.cases, list(files), origin, source).rows
+
+
+def _case_ids(rows):
+    return {c for c, _ in rows}
+
+
+def test_model_file_selects_the_cases_whose_module_imports_it(matrix, fake_vllm):
+    assert _case_ids(_rows(matrix, fake_vllm, "vllm/model_executor/models/bert.py")) == \
+        {"bert-embed", "bert-embed@shuffle", "colbert-tokens"}  # colbert.py imports bert.py
+    # qwen2.py imports utils.py inside a function; Qwen2ForSequenceClassification is converted
+    assert _case_ids(_rows(matrix, fake_vllm, "vllm/model_executor/models/utils.py")) == \
+        {"bert-embed", "bert-embed@shuffle", "colbert-tokens", "qwen2-rerank"}
+    assert _case_ids(_rows(matrix, fake_vllm, "vllm/model_executor/models/adapters.py")) == {"qwen2-rerank"}
+    sel = select(matrix, matrix.cases, ["vllm/model_executor/models/llama.py"], "vllm", fake_vllm)
+    assert not sel.rows and "no case" in sel.effects[0].reason
+
+
+def test_model_rows_are_vllm_rows_never_the_reference(matrix, fake_vllm):
+    rows = _rows(matrix, fake_vllm, "vllm/model_executor/models/qwen2.py")
+    assert {r for c, r in rows} == {"vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-v1", "vllm-serve-v2"}
+
+
+def test_each_model_runner_selects_its_own_rows(matrix, fake_vllm):
+    v1 = _rows(matrix, fake_vllm, "vllm/v1/worker/gpu_model_runner.py")
+    assert {r for _, r in v1} == {"vllm-v1", "vllm-serve-v1"}  # vllm-auto is expected to pick V2 here
+    v2 = _rows(matrix, fake_vllm, "vllm/v1/worker/gpu/pool/pooling_runner.py")
+    assert {r for _, r in v2} == {"vllm-v2", "vllm-auto", "vllm-serve-v2"}
+    assert ("bert-embed@shuffle", "vllm-v2") in v2  # derived check cases run on the runners too
+    shared = _rows(matrix, fake_vllm, "vllm/v1/worker/cpu_worker.py")
+    assert {r for _, r in shared} == {"vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-v1", "vllm-serve-v2"}
+
+
+def test_entrypoints_select_their_api_and_offline_or_server_rows(matrix, fake_vllm):
+    both = _rows(matrix, fake_vllm, "vllm/entrypoints/pooling/scoring/io_processor.py")
+    assert _case_ids(both) == {"qwen2-rerank"} and ("qwen2-rerank", "vllm-v1") in both
+    server = _rows(matrix, fake_vllm, "vllm/entrypoints/pooling/embed/serving.py")
+    assert set(server) == {("bert-embed", "vllm-serve-v1"), ("bert-embed", "vllm-serve-v2")}
+    offline = _rows(matrix, fake_vllm, "vllm/entrypoints/llm.py")
+    assert offline and not any(r.startswith("vllm-serve") for _, r in offline)
+
+
+def test_docs_select_nothing_and_unknown_files_select_everything(matrix, fake_vllm):
+    sel = select(matrix, matrix.cases, ["docs/models/pooling.md", "tests/models/test_x.py", ".buildkite/a.yaml"],
+                 "vllm", fake_vllm)
+    assert not sel.rows and {e.rule for e in sel.effects} == {"no-behaviour"}
+    assert "nothing selected" in sel.summary()
+    everything = _rows(matrix, fake_vllm, "vllm/v1/core/sched/scheduler.py")
+    vllm_rows = {(c.id, r) for c in matrix.cases for r in c.runners if r != "hf"}
+    assert vllm_rows <= set(everything)
+    odd = select(matrix, matrix.cases, ["somewhere/new.cfg"], "vllm", fake_vllm)
+    assert odd.effects[0].rule == "unknown" and "conservative" in odd.effects[0].reason
+    assert ("bert-embed", "hf") in odd.rows
+
+
+def test_pooler_levels(matrix, fake_vllm):
+    seq = _rows(matrix, fake_vllm, "vllm/model_executor/layers/pooler/seqwise/poolers.py")
+    tok = _rows(matrix, fake_vllm, "vllm/model_executor/layers/pooler/tokwise/heads.py")
+    assert _case_ids(seq) == {"bert-embed", "bert-embed@shuffle", "qwen2-rerank"}
+    assert _case_ids(tok) == {"colbert-tokens"}
+    assert len(_case_ids(_rows(matrix, fake_vllm, "vllm/pooling_params.py"))) == 4
+
+
+def test_project_files(matrix, fake_vllm, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    golden = _rows(matrix, fake_vllm, "golden/qwen2-rerank/manifest.json", origin="any")
+    assert _case_ids(golden) == {"qwen2-rerank"} and ("qwen2-rerank", "hf") in golden
+    assert len(_case_ids(_rows(matrix, fake_vllm, "m.yaml", origin="any"))) == 4  # its defaults reach all
+    assert len(_case_ids(_rows(matrix, fake_vllm, "harness/compare.py", origin="any"))) == 4
+    monkeypatch.chdir(ROOT)
+    ref = _rows(matrix, fake_vllm, "harness/refmodels.py", origin="any")
+    assert _case_ids(ref) == {"colbert-tokens"}  # HF_ColBERT is a reference architecture; BERT is not
+
+
+def test_a_matrix_file_selects_the_cases_it_defines(tmp_path, fake_vllm, monkeypatch):
+    head, cases = MATRIX.split("cases:\n")
+    (tmp_path / "matrices").mkdir()
+    (tmp_path / "matrices" / "top.yaml").write_text("include: [cases.yaml]\nfamilies: {f: {}}\n" + head)
+    (tmp_path / "matrices" / "cases.yaml").write_text("cases:\n" + cases.split("families:")[0])
+    (tmp_path / "matrices" / "other.yaml").write_text("cases: []\n")
+    monkeypatch.chdir(tmp_path)
+    matrix = load_matrix("matrices/top.yaml")
+    assert len(_case_ids(_rows(matrix, fake_vllm, "matrices/cases.yaml", origin="any"))) == 4
+    assert len(_case_ids(_rows(matrix, fake_vllm, "matrices/top.yaml", origin="any"))) == 4
+    sel = select(matrix, matrix.cases, ["matrices/other.yaml"], "any", fake_vllm)
+    assert not sel.rows and "not part of" in sel.effects[0].reason
+
+
+def test_narrow_keeps_the_reference_and_only_selected_runners(matrix, fake_vllm):
+    sel = select(matrix, matrix.cases, ["vllm/v1/worker/gpu_model_runner.py"], "vllm", fake_vllm)
+    narrowed = {c.id: c.runners for c in narrow(matrix.cases, sel)}
+    assert narrowed["bert-embed"] == ["hf", "vllm-v1", "vllm-serve-v1"]
+    assert narrow(matrix.cases, select(matrix, matrix.cases, ["README.md"], "vllm", fake_vllm)) == []
+
+
+def test_clear_errors(tmp_path):
+    with pytest.raises(SourceError, match="no vLLM source"):
+        VllmSource(tmp_path)
+    with pytest.raises(SelectionError, match="not a git checkout"):
+        git_changed_files("HEAD~1..HEAD", tmp_path)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    with pytest.raises(SelectionError, match="does not know this range"):
+        git_changed_files("no-such-ref..HEAD", repo)
+
+
+def test_vllm_diff_reads_git_and_the_cli_reports_empty_selections(tmp_path, fake_vllm, matrix, capsys):
+    repo = fake_vllm.root
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    (repo / "docs").mkdir()
+    (repo / "docs" / "x.md").write_text("doc\n")
+    (repo / "vllm/model_executor/models/bert.py").write_text("# changed\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "change"], check=True)
+    assert git_changed_files("HEAD~1..HEAD", repo) == ["docs/x.md", "vllm/model_executor/models/bert.py"]
+    code = main(["select", "-m", matrix.path, "--vllm-diff", "HEAD~1..HEAD", "--vllm-repo", str(repo), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and {r["case"] for r in out["rows"]} == {"bert-embed", "bert-embed@shuffle", "colbert-tokens"}
+    assert {f["path"]: f["rule"] for f in out["files"]}["docs/x.md"] == "no-behaviour"
+    code = main(["select", "-m", matrix.path, "--changed-files", "docs/x.md", "--vllm-repo", str(repo)])
+    assert code == 4 and "NOTHING SELECTED" in capsys.readouterr().out
+    code = main(["run", "-m", matrix.path, "--changed-files", "docs/x.md", "--vllm-repo", str(repo),
+                 "--out", str(tmp_path / "run")])
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert code == 4 and report["selection"]["change"]["rows"] == 0 and report["results"] == []
+    assert main(["select", "-m", matrix.path, "--vllm-diff", "nope..HEAD", "--vllm-repo", str(repo)]) == 2
+
+
+# A real vLLM pull request, read against the installed vLLM's source: #47772 ("Align CrossEncoder
+# token type ids after truncation") changed vllm/entrypoints/pooling/scoring/io_processor.py.
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM's source (vllm installed)")
+def test_pr_47772_selects_the_score_cases_of_the_default_matrix():
+    matrix = load_matrix(ROOT / "matrices/pooling.yaml")
+    sel = select(matrix, matrix.cases, ["vllm/entrypoints/pooling/scoring/io_processor.py"], "vllm",
+                 VllmSource.locate(None))
+    selected = {c for c, _ in sel.rows}
+    score_cases = {c.id for c in matrix.cases if c.task == "score"}
+    assert {c.split("@")[0] for c in selected} == score_cases
+    assert "qwen2-tiny-rerank-score-long" in selected and "bert-tiny-mean-embed" not in selected
+    assert {r for _, r in sel.rows} <= {"vllm-v1", "vllm-v2", "vllm-auto"}  # offline and server, no hf

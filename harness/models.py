@@ -113,9 +113,11 @@ def _resolve_hf_cache(src: HubCacheModel) -> Path:
     try:
         return Path(snapshot_download(src.repo, revision=src.revision, local_files_only=True))
     except LocalEntryNotFoundError:
+        at = f" at revision {src.revision}" if src.revision else ""
+        pin = f" --revision {src.revision}" if src.revision else ""
         raise ModelUnavailable(
-            f"{src.repo} is not in the Hugging Face cache and this harness never downloads; "
-            f"on a machine with network run `hf download {src.repo}` (HF_HOME decides the cache)"
+            f"{src.repo} is not in the Hugging Face cache{at} and this harness never downloads; "
+            f"on a machine with network run `hf download {src.repo}{pin}` (HF_HOME decides the cache)"
         ) from None
 
 

@@ -75,6 +75,9 @@ def test_missing_sources_skip_with_a_clear_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     with pytest.raises(ModelUnavailable, match=r"not in the Hugging Face cache .* never downloads"):
         resolve(HubCacheModel(source="hf_cache", repo="org/absent-model"), tmp_path)
+    rev = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
+    with pytest.raises(ModelUnavailable, match=rf"at revision {rev} .* `hf download org/absent-model --revision {rev}`"):
+        resolve(HubCacheModel(source="hf_cache", repo="org/absent-model", revision=rev), tmp_path)
     with pytest.raises(ModelUnavailable, match=r"package 'no_such_pkg' is not installed"):
         resolve(PackageModel(source="package", package="no_such_pkg"), tmp_path)
 

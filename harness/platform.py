@@ -12,6 +12,14 @@ from harness.runners import model_runner_variant
 Device = Literal["cpu", "cuda"]
 DTYPES = ("float32", "bfloat16", "float16")
 TRITON_SHIM_SITE = Path(__file__).parent / "triton_cpu" / "site"
+EAGER_ENV = "PARITY_ENFORCE_EAGER"
+
+
+def _flag(name: str) -> bool:
+    value = os.environ.get(name, "0")
+    if value not in ("0", "1"):
+        raise ValueError(f"{name}={value!r}; valid: 0, 1")
+    return value == "1"
 
 
 @dataclass(frozen=True)
@@ -39,8 +47,11 @@ class Platform:
             # eager + explicit KV size: vLLM's CPU worker also skips its warm-up pass
             return {"kv_cache_memory_bytes": kv_cache_bytes, "enforce_eager": True}
         # vLLM still checks at start that this fraction of the card is free; engines never share
-        # the card (max_lanes), so it only has to leave room for the weights and activations
-        return {"kv_cache_memory_bytes": kv_cache_bytes, "gpu_memory_utilization": 0.5}
+        # the card (max_lanes), so it only has to leave room for the weights and activations.
+        # Compiled with CUDA graphs by default (what users serve); PARITY_ENFORCE_EAGER=1 skips
+        # compilation and graph capture, tens of seconds per engine start (ci/gpu-check sets it)
+        return {"kv_cache_memory_bytes": kv_cache_bytes, "gpu_memory_utilization": 0.5,
+                "enforce_eager": _flag(EAGER_ENV)}
 
     def max_lanes(self, cores: int) -> int:
         """Worker processes that may hold an engine at once. On CUDA one: engines on one card are

@@ -64,3 +64,38 @@ def test_gate_exit_codes(tmp_path):
     assert subprocess.run([gate, "--bogus"], capture_output=True).returncode == 2
     no_parity = subprocess.run([gate], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
     assert no_parity.returncode == 3 and "not on PATH" in no_parity.stderr
+
+
+def _nox_sessions() -> set[str]:
+    import ast
+
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    return {f.name for f in tree.body if isinstance(f, ast.FunctionDef)
+            and any("session" in ast.unparse(d) for d in f.decorator_list)}
+
+
+def test_gpu_check_runs_existing_sessions_on_existing_matrices():
+    script = str(CI / "gpu-check")
+    dry = subprocess.run([script, "--dry-run", "--mteb", "--out", "x"], capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    phases = re.findall(r"=== gpu-check: (\w+): (.*)", dry.stdout)
+    assert [p for p, _ in phases] == ["install", "default", "hub", "mteb"]
+    parser = build_parser()
+    for _, cmd in phases:
+        argv = shlex.split(cmd)
+        argv = argv[2:] if argv[0] == "env" else argv  # env PARITY_ENFORCE_EAGER=1 nox ...
+        assert argv[:2] == ["nox", "-s"] and argv[2] in _nox_sessions(), cmd
+        if "--" in argv:
+            args = argv[argv.index("--") + 1:]
+            assert (ROOT / args[args.index("--matrix") + 1]).is_file()
+            parser.parse_args([argv[2] if argv[2] == "mteb" else "run", *args])
+    assert subprocess.run([script, "--bogus"], capture_output=True).returncode == 2
+
+
+def test_gpu_check_refuses_a_machine_without_a_gpu(tmp_path):
+    fake = tmp_path / "nvidia-smi"  # a driver tool that finds no card, whatever this host has
+    fake.write_text("#!/bin/sh\nexit 9\n")
+    fake.chmod(0o755)
+    res = subprocess.run([str(CI / "gpu-check")], capture_output=True, text=True,
+                         env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    assert res.returncode == 3 and "no NVIDIA GPU visible" in res.stderr

@@ -77,6 +77,17 @@ def test_engine_defaults_pass_the_explicit_size_on_both_devices():
     assert Platform("cuda").max_lanes(8) == 1 and Platform("cpu").max_lanes(2) == 2
 
 
+def test_cuda_engines_compile_unless_told_to_run_eager(monkeypatch):
+    assert Platform("cpu").engine_defaults(MIB)["enforce_eager"] is True
+    monkeypatch.delenv("PARITY_ENFORCE_EAGER", raising=False)
+    assert Platform("cuda").engine_defaults(MIB)["enforce_eager"] is False  # CUDA graphs, as users serve
+    monkeypatch.setenv("PARITY_ENFORCE_EAGER", "1")
+    assert Platform("cuda").engine_defaults(MIB)["enforce_eager"] is True
+    monkeypatch.setenv("PARITY_ENFORCE_EAGER", "yes")
+    with pytest.raises(ValueError, match="PARITY_ENFORCE_EAGER='yes'; valid: 0, 1"):
+        Platform("cuda").engine_defaults(MIB)
+
+
 def test_resource_refusals_get_a_hint_and_other_errors_do_not():
     vllm_cpu = ("ValueError: Available memory on node 0 (6.19/7.59 GiB) on kv cache allocation is less than "
                 "requested memory for kv (-0.2/0.76 GiB). Reduce CPU memory used by other processes.")

@@ -213,3 +213,15 @@ def test_a_matrix_error_exits_2_before_any_model_is_built(write_matrix, tmp_path
                           capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "PARITY_CACHE": str(tmp_path / "cache")})
     assert proc.returncode == 2 and "unknown input set 'my-texts'" in proc.stderr
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("path", sorted([*(ROOT / "matrices").glob("*.yaml"),
+                                         *(ROOT / "tests" / "integration" / "data").glob("*.yaml")]),
+                         ids=lambda p: p.name)
+def test_every_shipped_matrix_bounds_every_dtype(path):
+    """A GPU run (bfloat16 by default, float16 or float32 by PARITY_DTYPE) finds a bound for every
+    required metric of every case: the loader checks required metrics per dtype listed."""
+    from harness.platform import DTYPES
+
+    for case in load_matrix(path).cases:
+        assert set(case.tolerances) == set(DTYPES), f"{case.where}: {case.id} bounds only {sorted(case.tolerances)}"

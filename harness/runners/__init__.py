@@ -7,6 +7,7 @@ implementation in its own subprocess.
 
 from __future__ import annotations
 
+import gc
 import importlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -67,3 +68,12 @@ def create(name: str) -> Runner:
     if not isinstance(impl, Runner):
         raise TypeError(f"{_REGISTRY[kind]} does not implement the Runner protocol")
     return impl
+
+
+def freeze_what_is_alive() -> None:
+    """Before a model loads: collect, then freeze what is left (imports, caches) so the
+    collections that follow scan only the new model's objects, not the ~800k objects torch,
+    transformers and vLLM keep alive (a full collection costs ~0.3-0.45 s here). What the model
+    allocates stays unfrozen, so the collection at unload frees it."""
+    gc.collect()
+    gc.freeze()

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from harness.runners import LoadRequest
+from harness.runners import LoadRequest, freeze_what_is_alive
 
 Recipe = Callable[["HFRunner", list, dict], list[np.ndarray]]
 RECIPES: dict[str, Recipe] = {}
@@ -80,6 +80,7 @@ class HFRunner:
         import transformers
 
         self.req = req
+        freeze_what_is_alive()  # the model loads lazily, in the recipes; unload collects it
         return {
             "actual_runner": "hf",
             "device": req.device,

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from harness.runners import LoadRequest
+from harness.runners import LoadRequest, freeze_what_is_alive
 
 
 def _actual_runner(llm) -> tuple[str, str]:
@@ -77,24 +77,25 @@ def _why_runner(llm, actual: str) -> str:
 
 
 @contextmanager
-def _heap_kept_frozen() -> Iterator[None]:
-    """An engine start without full garbage collections of the worker's whole heap.
+def _heap_kept_frozen(freeze_first: bool) -> Iterator[None]:
+    """vLLM's engine start and shutdown without full collections of the worker's whole heap.
 
-    vLLM's model loader calls gc.unfreeze() then gc.collect() (base_loader.load_model), and the
-    engine core freezes the heap again after a full collect (utils.gc_utils.freeze_gc_heap): 5
-    full collections per V1 start and 8 per V2 start, each ~0.3 s over the millions of objects
-    that torch, transformers and vLLM keep alive. Measured here: 1.55 of a 1.82 s V1 start and
-    2.65 of a 2.72 s V2 start. Everything alive before the start is frozen and stays frozen, so
-    those collections only scan what the start itself creates (transient tensors are still freed
-    before weight processing, as vLLM wants); `unload` unfreezes and collects once, so nothing an
-    engine leaves behind leaks. Collection timing changes no number the engine computes."""
-    gc.freeze()
-    unfreeze = gc.unfreeze
-    gc.unfreeze = lambda: None  # type: ignore[assignment]
+    vLLM unfreezes the garbage collector's heap and collects it in full several times per engine
+    (model loader, engine-core start, shutdown: 5 collections per V1 start, 8 per V2 start, 3 per
+    shutdown), each ~0.3-0.45 s over the ~800k objects torch, transformers and vLLM keep alive.
+    Measured here: 1.55 of a 1.82 s V1 start and 2.65 of a 2.72 s V2 start. Before a start
+    (`freeze_first`) what is alive is frozen; inside the block vLLM's own freezes and unfreezes do
+    nothing, so its collections scan only this engine's objects (transient tensors are still
+    freed before weight processing, as vLLM wants), and those are never frozen, so the collection
+    after shutdown frees them. Collection timing changes no number an engine computes."""
+    if freeze_first:
+        freeze_what_is_alive()
+    freeze, unfreeze = gc.freeze, gc.unfreeze
+    gc.freeze = gc.unfreeze = lambda: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        gc.unfreeze = unfreeze  # type: ignore[assignment]
+        gc.freeze, gc.unfreeze = freeze, unfreeze  # type: ignore[assignment]
 
 
 class VllmRunner:
@@ -122,7 +123,7 @@ class VllmRunner:
             **req.engine,
         }
         try:
-            with _heap_kept_frozen():
+            with _heap_kept_frozen(freeze_first=True):
                 self.llm = LLM(
                     model=req.model_dir, runner="pooling", dtype=req.dtype,
                     trust_remote_code=req.trust_remote_code, **kwargs,
@@ -186,15 +187,12 @@ class VllmRunner:
         if self.llm is None:
             return
         try:
-            with _heap_kept_frozen():  # shutdown unfreezes and collects in full three times too
+            with _heap_kept_frozen(freeze_first=False):  # shutdown unfreezes and collects in full too
                 self.llm.llm_engine.engine_core.shutdown()
         except Exception:  # noqa: BLE001 - best effort: the worker may be reused
             pass
         self.llm = None
-        # what the engine froze becomes collectable: one full collection per engine, not eight
-        # (without it a worker grew ~8 MB per V2 engine here; with it, flat over 12 engines)
-        gc.unfreeze()
-        gc.collect()
+        gc.collect()  # the engine's objects, never frozen (see _heap_kept_frozen)
 
 
 def _meta(output) -> dict[str, Any]:

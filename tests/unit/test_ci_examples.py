@@ -46,6 +46,7 @@ def test_pipeline_examples_parse_and_call_existing_commands(name, scripts):
     assert any(c[:3] == ["parity", "report", "merge"] for c in cmds), "the example must merge shards"
     assert any(c[:2] == ["parity", "select"] and "--vllm-diff" in c for c in cmds), \
         "the example must show how to gate a vLLM change"
+    assert any(c[:3] == ["parity", "report", "diff"] for c in cmds), "the example must diff against the base branch"
     parser = build_parser()
     for c in cmds:
         if c[0] == "parity":

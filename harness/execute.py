@@ -95,6 +95,7 @@ class Executor:
                     self._record(RunOutcome(case.id, runner, problem.status, problem.reason))
         threads = max(1, (os.cpu_count() or 1) // self.jobs)
         self._pending = {runner: list(loads) for runner, loads in self.plan.queues.items() if loads}
+        self._serving: dict[int, str] = {}  # slot -> the runner whose loads it is taking
         with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="slot") as pool:
             futures = [pool.submit(self._run_slot, slot, threads) for slot in range(self.jobs)]
             try:
@@ -109,16 +110,23 @@ class Executor:
                 raise
         return self.outcomes
 
-    def _next_load(self, last: str | None) -> Load | None:
-        """Keep a slot on its runner while that runner has loads (no new process); otherwise
-        take from the runner with the most work left, so no single runner is the critical path."""
+    def _next_load(self, last: str | None, slot: int = 0) -> Load | None:
+        """Keep a slot on its runner while that runner has loads (no new process). Otherwise take
+        from the runner with the most work left that no other slot is serving, so each runner
+        kind starts its worker (importing torch and vLLM, ~5-10 s) in as few slots as possible;
+        join a served runner only when no other has work left."""
         with self._lock:
             if last in self._pending and self._pending[last]:
                 return self._pending[last].pop(0)
             left = {r: sum(_cost(r, load) for load in q) for r, q in self._pending.items() if q}
             if not left:
+                self._serving.pop(slot, None)
                 return None
-            return self._pending[max(left, key=left.__getitem__)].pop(0)
+            others = {r for s, r in self._serving.items() if s != slot}
+            free = {r: c for r, c in left.items() if r not in others} or left
+            runner = max(free, key=free.__getitem__)
+            self._serving[slot] = runner
+            return self._pending[runner].pop(0)
 
     def _run_slot(self, slot: int, threads: int) -> None:
         """One parallel lane: runs loads one after another, one worker process per runner kind it
@@ -127,7 +135,7 @@ class Executor:
         last: str | None = None
         try:
             while not self.stop.is_set():
-                load = self._next_load(last)
+                load = self._next_load(last, slot)
                 if load is None:
                     break
                 if load.runner not in workers:

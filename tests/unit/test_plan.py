@@ -30,3 +30,30 @@ def test_models_are_prepared_side_by_side_and_one_broken_model_stays_local(monke
     assert plan.models["d"] == ModelProblem("error", "model could not be prepared: build crashed")
     # one load per model and runner; the broken models get none
     assert sorted(len(load.cases) for load in plan.queues["vllm-v1"]) == [1, 2]
+
+
+def _executor_with(queues: dict[str, int]):
+    """An Executor's scheduling state only: n loads per runner, one case each."""
+    import threading
+
+    from harness.execute import Executor
+    from harness.plan import Load
+
+    ex = Executor.__new__(Executor)
+    ex._lock = threading.Lock()
+    ex._serving = {}
+    ex._pending = {r: [Load(r, None, "float32", {}, {}, False) for _ in range(n)] for r, n in queues.items()}
+    return ex
+
+
+def test_slots_take_different_runners_so_each_runner_starts_as_few_workers_as_possible():
+    ex = _executor_with({"vllm-v2": 3, "vllm-v1": 2, "vllm-auto": 1, "hf": 2})
+    assert ex._next_load(None, 0).runner == "vllm-v2"  # the most work
+    assert ex._next_load(None, 1).runner == "vllm-v1"  # not the runner slot 0 serves
+    assert ex._next_load("vllm-v1", 1).runner == "vllm-v1"  # a slot stays on its runner
+    assert ex._next_load("vllm-v1", 1).runner == "vllm-auto"  # v1 done: an unserved runner
+    taken = [ex._next_load("vllm-v2", 0).runner for _ in range(2)]
+    assert taken == ["vllm-v2", "vllm-v2"]
+    assert ex._next_load("vllm-auto", 1).runner == "hf"
+    assert ex._next_load("vllm-v2", 0).runner == "hf"  # nothing else left: join the served one
+    assert ex._next_load("hf", 1) is None and ex._next_load("hf", 0) is None

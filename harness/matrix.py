@@ -132,6 +132,10 @@ class ServeOptions(_Strict):
     """How the server runners (`vllm-serve-*`) send a case's requests."""
 
     encoding_format: Literal["float", "base64"] = "float"  # /v1/embeddings answers, decoded either way
+    # score cases: `score` sends each pair to /score; `rerank` sends each query with its documents
+    # to /rerank (the ranking, the returned indices and, with top_n, the truncation are checked)
+    api: Literal["default", "rerank"] = "default"
+    top_n: int | None = Field(default=None, gt=0)  # rerank: also ask for only the top n documents
     max_in_flight: int = Field(default=16, gt=0)  # concurrent requests: the server batches them
     request_timeout: float = Field(default=120.0, gt=0)
 
@@ -203,6 +207,14 @@ class Case(_Strict):
 
             family_of(v.arch)  # raises ValueError naming the valid architectures
         return v
+
+    @model_validator(mode="after")
+    def _serve_api_fits_task(self) -> "Case":
+        if self.serve.api == "rerank" and self.task != "score":
+            raise ValueError(f"serve.api 'rerank' needs task 'score', not {self.task!r}")
+        if self.serve.top_n is not None and self.serve.api != "rerank":
+            raise ValueError("serve.top_n applies to serve.api 'rerank' only")
+        return self
 
     def tolerance(self, dtype: str) -> Tolerance:
         try:

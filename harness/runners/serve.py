@@ -84,6 +84,7 @@ class ServeRunner:
         self.model = ""
         self.log_path: Path | None = None
         self.last_meta: list[dict] = []
+        self.transport = None  # an httpx transport for the requests; None: the network (tests pass a double)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -182,32 +183,64 @@ class ServeRunner:
                                 f"--- server log tail ---\n{log_tail(self.log_path) if self.log_path else ''}")
         from harness.checks import run_with_options
 
+        items = [tuple(it) if isinstance(it, list) else it for it in items]  # pairs arrive as JSON lists
+        if task == "score" and options.get("api") == "rerank":
+            def call(batch: list) -> list:
+                return asyncio.run(self._rerank_all(batch, options))
+        else:
+            def call(batch: list) -> list:
+                return asyncio.run(self._send_all(task, batch, options))
         # a request pattern (shuffle, one_by_one) is a send order here; every item is its own request
-        answered = run_with_options(lambda batch: asyncio.run(self._send_all(task, batch, options)), list(items),
-                                    {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")})
+        answered = run_with_options(call, items, {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")})
         self.last_meta = [meta for _, meta in answered]
         return [out for out, _ in answered]
 
-    async def _send_all(self, task: str, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
+    def _client(self, options: dict):
         import httpx
 
+        return httpx.AsyncClient(base_url=self.url, timeout=float(options.get("request_timeout", REQUEST_TIMEOUT)),
+                                 transport=self.transport)
+
+    async def _send_all(self, task: str, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
         limit = asyncio.Semaphore(int(options.get("max_in_flight", MAX_IN_FLIGHT)))
-        timeout = float(options.get("request_timeout", REQUEST_TIMEOUT))
-        async with httpx.AsyncClient(base_url=self.url, timeout=timeout) as client:
+        async with self._client(options) as client:
             async def one(i: int, item):
                 async with limit:
                     return await self._one(client, task, i, item, options)
             return list(await asyncio.gather(*(one(i, it) for i, it in enumerate(items))))
 
-    async def _post(self, client, path: str, body: dict, i: int) -> dict:
+    async def _rerank_all(self, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
+        """Each query with its documents as one /rerank request (all documents), plus one with
+        top_n when the case sets it; answers are matched to documents by their `index`."""
+        from harness.inputs import query_groups
+
+        limit = asyncio.Semaphore(int(options.get("max_in_flight", MAX_IN_FLIGHT)))
+        top_n = options.get("top_n")
+        async with self._client(options) as client:
+            async def one(g: int, group: list[int]):
+                body = {"model": self.model, "query": items[group[0]][0], "documents": [items[j][1] for j in group]}
+                async with limit:
+                    full = await self._post(client, "/rerank", body, f"query group {g}")
+                    top = await self._post(client, "/rerank", {**body, "top_n": top_n}, f"query group {g}") if top_n else None
+                return match_rerank(g, body["documents"], full, top, top_n)
+            groups = query_groups(tuple(items))
+            answers = await asyncio.gather(*(one(g, group) for g, group in enumerate(groups)))
+        out: list = [None] * len(items)
+        for group, answer in zip(groups, answers):
+            for j, pair in zip(group, answer):
+                out[j] = pair
+        return out
+
+    async def _post(self, client, path: str, body: dict, what) -> dict:
         import httpx
 
+        what = f"item {what}" if isinstance(what, int) else what
         try:
             r = await client.post(path, json=body)
         except httpx.TimeoutException:
-            raise ServerFailure(f"request {i} to {path} timed out after {client.timeout.read} s") from None
+            raise ServerFailure(f"request for {what} to {path} timed out after {client.timeout.read} s") from None
         if r.status_code >= 400:
-            raise ServerFailure(f"HTTP {r.status_code} from {path} for item {i}: {r.text[:500]}")
+            raise ServerFailure(f"HTTP {r.status_code} from {path} for {what}: {r.text[:500]}")
         return r.json()
 
     async def _one(self, client, task: str, i: int, item, options: dict) -> tuple[np.ndarray, dict]:
@@ -237,6 +270,40 @@ class ServeRunner:
             tok = await self._post(client, "/tokenize", {"model": self.model, "prompt": item}, i)
             ids = [int(t) for t in tok["tokens"]]
         return out.astype(np.float32), {"prompt_token_ids": ids, "num_cached_tokens": None}
+
+
+def match_rerank(g: int, documents: list, full: dict, top: dict | None,
+                 top_n: int | None) -> list[tuple[np.ndarray, dict]]:
+    """One query group's /rerank answers as (score, meta) per document, in the order sent. Results
+    are matched by their `index`, never by their position (the position is the server's ranking,
+    kept as `rank`, and `top_rank` in the top_n answer); an index out of range or repeated is the
+    server's error. `document_matches`: the result's document text is the one at its index."""
+    def by_index(ans: dict, what: str) -> dict[int, tuple[int, float, bool]]:
+        seen: dict[int, tuple[int, float, bool]] = {}
+        for pos, res in enumerate(ans.get("results") or []):
+            k = res.get("index")
+            if not isinstance(k, int) or not 0 <= k < len(documents) or k in seen:
+                raise ServerFailure(f"/rerank answer ({what}) for query group {g}: result {pos} has index {k!r}; "
+                                    f"expected each of 0..{len(documents) - 1} at most once")
+            text = (res.get("document") or {}).get("text")
+            seen[k] = (pos, float(res["relevance_score"]), text is None or text == documents[k])
+        return seen
+
+    full_by = by_index(full, "all documents")
+    missing = [k for k in range(len(documents)) if k not in full_by]
+    if missing:
+        raise ServerFailure(f"/rerank answer (all documents) for query group {g} has no result for document(s) {missing}")
+    top_by = by_index(top, f"top_n={top_n}") if top is not None else {}
+    out = []
+    for k in range(len(documents)):
+        rank, score, doc_ok = full_by[k]
+        info: dict[str, Any] = {"group": g, "rank": rank, "document_matches": doc_ok}
+        if top is not None:
+            top_rank, top_score, top_ok = top_by.get(k, (None, None, True))
+            info.update(top_n=top_n, top_rank=top_rank, top_score=top_score, document_matches=doc_ok and top_ok)
+        out.append((np.asarray([score], dtype=np.float32),
+                    {"prompt_token_ids": None, "num_cached_tokens": None, "rerank": info}))
+    return out
 
 
 def _version() -> str | None:

@@ -1,8 +1,20 @@
-"""The server runner's pieces that need no server: flags, names, the runner read from the log."""
+"""The server runner's pieces that need no server: flags, names, the runner read from the log, and
+its handling of answers, from a test double of the server."""
 
+import hashlib
+import json
+
+import httpx
+import numpy as np
+import pytest
+
+from harness.compare import measure
+from harness.inputs import input_set
+from harness.matrix import Case, MatrixError, Tolerance, load_matrix
 from harness.platform import Platform
 from harness.runners import model_runner_variant, runner_kind
-from harness.runners.serve import cli_args, free_port, runner_from_log
+from harness.runners.serve import ServeRunner, ServerFailure, cli_args, free_port, runner_from_log
+from harness.verdict import judge
 
 
 def test_engine_kwargs_become_server_flags():
@@ -34,3 +46,99 @@ def test_free_port_is_on_loopback_and_bindable():
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+# --- answers from a test double of the server (httpx.MockTransport), checked as a run checks them ---
+
+PAIRS = input_set("query-document-pairs").items
+SCORE_TOL = Tolerance(max_abs=1e-5, max_rel=1e-4, rank_disagreement=0.0)
+
+
+def _score(query: str, doc: str) -> float:
+    return float(np.random.default_rng(int.from_bytes(hashlib.sha256(f"{query}|{doc}".encode()).digest()[:4], "little")).random())
+
+
+class _Alive:
+    pid = 0
+
+    def poll(self):
+        return None
+
+
+def _served(handler) -> ServeRunner:
+    runner = ServeRunner("v1")
+    runner.url, runner.model, runner.proc = "http://server.test", "m", _Alive()
+    runner.transport = httpx.MockTransport(handler)
+    return runner
+
+
+def _rerank_server(fault: str = ""):
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/rerank"
+        body = json.loads(request.content)
+        results = sorted(({"index": k, "document": {"text": d}, "relevance_score": _score(body["query"], d)}
+                          for k, d in enumerate(body["documents"])), key=lambda r: -r["relevance_score"])
+        if fault in ("swap-index", "swap-result"):  # two results claim each other's document
+            a, b = results[0], results[1]
+            a["index"], b["index"] = b["index"], a["index"]
+            if fault == "swap-result":  # ... and carry its text too: only the scores can tell
+                a["document"], b["document"] = b["document"], a["document"]
+        if fault == "top-n-ignored":
+            body["top_n"] = 0
+        return httpx.Response(200, json={"results": results[:body.get("top_n") or None], "usage": {"prompt_tokens": 1}})
+    return handler
+
+
+def _rerank_measure(fault: str = "", top_n: int | None = 2):
+    runner = _served(_rerank_server(fault))
+    got = runner.run("score", [list(p) for p in PAIRS], {"api": "rerank", "top_n": top_n, "max_in_flight": 4})
+    ref = [np.asarray([_score(q, d)], dtype=np.float32) for q, d in PAIRS]
+    return measure(SCORE_TOL, ("max_abs", "max_rel", "rank_disagreement"), ref, got, PAIRS, got_meta=runner.last_meta)
+
+
+def test_a_rerank_answer_matching_the_reference_passes_with_its_checks_named():
+    m = _rerank_measure()
+    assert m.problem is None and all(x.ok for x in m.metrics), m
+    assert m.notes["rerank"] == ("rerank: 6 query groups ranked as the reference, results matched by index; "
+                                 "top_n=2 returned each group's top 2")
+
+
+@pytest.mark.parametrize("fault, expected", [
+    ("swap-index", "carries another document's text (index mapped wrongly)"),
+    ("swap-result", "the server ranks items"),
+    ("top-n-ignored", "top_n=2 returned 4 documents for 4, expected 2"),
+])
+def test_a_reordered_or_untruncated_rerank_answer_fails(fault, expected):
+    m = _rerank_measure(fault)
+    assert m.problem is not None and expected in m.problem, m.problem
+    assert judge(_case("score"), "vllm-serve-v1", m).status == "fail"
+
+
+def test_rerank_results_are_matched_by_index_not_position():
+    # the server lists results best first: positions differ from the order sent for most groups
+    runner = _served(_rerank_server())
+    got = runner.run("score", [list(p) for p in PAIRS], {"api": "rerank"})
+    assert [float(g[0]) for g in got] == pytest.approx([_score(q, d) for q, d in PAIRS], abs=1e-7)
+    assert any(meta["rerank"]["rank"] != k % 4 for k, meta in enumerate(runner.last_meta))
+
+
+def test_a_rerank_index_out_of_range_is_the_servers_error():
+    def handler(request):
+        return httpx.Response(200, json={"results": [{"index": 9, "relevance_score": 0.5}]})
+    with pytest.raises(ServerFailure, match=r"result 0 has index 9; expected each of 0..3 at most once"):
+        _served(handler).run("score", [list(p) for p in PAIRS], {"api": "rerank"})
+
+
+def test_rerank_needs_a_score_case_and_top_n_needs_rerank(write_matrix):
+    head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: short-texts, runners: [hf],\n"
+    tol = "     tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}, serve: %s}\n"
+    with pytest.raises(MatrixError, match="serve.api 'rerank' needs task 'score', not 'embed'"):
+        load_matrix(write_matrix(head % "embed" + tol % "{api: rerank}"))
+    with pytest.raises(MatrixError, match="serve.top_n applies to serve.api 'rerank' only"):
+        load_matrix(write_matrix(head % "embed" + tol % "{top_n: 2}"))
+
+
+def _case(task: str, tolerance: Tolerance = SCORE_TOL):
+    return Case(id="c", family="f", task=task, model={"source": "synthetic", "arch": "BertModel"}, inputs="short-texts",
+                runners=["hf", "vllm-serve-v1"], tolerances={"float32": tolerance})
+

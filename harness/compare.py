@@ -7,7 +7,7 @@ import numpy as np
 
 from harness.inputs import query_groups
 from harness.matrix import Case, Tolerance
-from harness.server_answers import rerank_problem
+from harness.server_answers import rerank_problem, usage_problem
 from harness.verdict import Measurement, Metric, Verdict, judge
 
 REL_FLOOR = 1e-6  # |ref| below this counts as this, so max_rel stays finite near zero
@@ -159,7 +159,8 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
     if problem is not None:
         return Measurement(problem=problem, notes={"token_ids": problem})
     notes = {"token_ids": note}
-    for name, check in (("rerank", lambda: rerank_problem(tolerance, ref, items, got_meta)),):
+    for name, check in (("usage", lambda: usage_problem(ref_ids, got_meta, items)),
+                        ("rerank", lambda: rerank_problem(tolerance, ref, items, got_meta))):
         problem, note = check()
         if problem is not None:
             return Measurement(problem=problem, notes={**notes, name: problem})

@@ -1,6 +1,7 @@
-"""What a server's answers must satisfy besides their numbers: a /rerank answer ranks the
-documents as the reference's scores do, maps each result to its document by `index`, and with
-top_n returns exactly the reference's top n. Problems found here fail the case (harness.verdict)."""
+"""What a server's answers must satisfy besides their numbers: `usage.prompt_tokens` is the number
+of tokens the reference ran; a /rerank answer ranks the documents as the reference's scores do,
+maps each result to its document by `index`, and with top_n returns exactly the reference's top
+n. Problems found here fail the case (harness.verdict)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,23 @@ def rerank_problem(tolerance: Tolerance, ref: list[np.ndarray], items: tuple,
     note = f"rerank: {len(groups)} query groups ranked as the reference, results matched by index"
     return None, note + (f"; top_n={top_n} returned each group's top {top_n}" if top_n else "")
 
+
+def usage_problem(ref_ids: list | None, metas: list[dict] | None, items: tuple) -> tuple[str | None, str]:
+    """(problem, note): each answer's `usage.prompt_tokens` (one prompt per request) against the
+    number of tokens the reference tokenized for that item; ("", "") when no answer had usage."""
+    counts = [(m or {}).get("usage_prompt_tokens") for m in (metas or [])]
+    if all(c is None for c in counts):
+        return None, ""
+    if ref_ids is None:
+        return None, "usage.prompt_tokens not compared: the reference recorded no token ids"
+    compared = 0
+    for i, (ids, count) in enumerate(zip(ref_ids, counts)):
+        if ids is None or count is None:
+            continue
+        compared += 1
+        if count != len(ids):
+            return (f"usage.prompt_tokens of item {i} is {count}, but the reference ran {len(ids)} tokens "
+                    f"(input {str(items[i])[:80]!r})"), ""
+    if compared == 0:
+        return None, "usage.prompt_tokens not compared: the reference tokenizes no item as one sequence"
+    return None, f"usage.prompt_tokens equal to the reference's token count for {compared} of {len(items)} items"

@@ -269,7 +269,8 @@ class ServeRunner:
         if isinstance(item, str) and not trunc:  # pairs and images: /tokenize takes one text
             tok = await self._post(client, "/tokenize", {"model": self.model, "prompt": item}, i)
             ids = [int(t) for t in tok["tokens"]]
-        return out.astype(np.float32), {"prompt_token_ids": ids, "num_cached_tokens": None}
+        usage = (ans.get("usage") or {}).get("prompt_tokens")  # what the server says it ran, one prompt here
+        return out.astype(np.float32), {"prompt_token_ids": ids, "num_cached_tokens": None, "usage_prompt_tokens": usage}
 
 
 def match_rerank(g: int, documents: list, full: dict, top: dict | None,

@@ -142,3 +142,46 @@ def _case(task: str, tolerance: Tolerance = SCORE_TOL):
     return Case(id="c", family="f", task=task, model={"source": "synthetic", "arch": "BertModel"}, inputs="short-texts",
                 runners=["hf", "vllm-serve-v1"], tolerances={"float32": tolerance})
 
+
+TEXTS = input_set("short-texts").items
+EMBED_TOL = Tolerance(cosine_distance=1e-6, max_abs=1e-5)
+
+
+def _ids(text: str) -> list[int]:
+    return [101, *(len(w) for w in text.split()), 102]
+
+
+def _vector(text: str) -> list[float]:
+    return [float(x) for x in np.random.default_rng(len(text) * 7919 + len(text.split())).normal(size=8)]
+
+
+def _embed_server(usage_offset: int = 0):
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
+        n = len(_ids(body["input"])) + usage_offset * (body["input"] == TEXTS[3])
+        return httpx.Response(200, json={"data": [{"embedding": _vector(body["input"])}],
+                                         "usage": {"prompt_tokens": n, "total_tokens": n}})
+    return handler
+
+
+def _embed_measure(handler, options: dict | None = None):
+    runner = _served(handler)
+    got = runner.run("embed", list(TEXTS), options or {})
+    ref = [np.asarray(_vector(t), dtype=np.float32) for t in TEXTS]
+    return measure(EMBED_TOL, ("cosine_distance", "max_abs"), ref, got, TEXTS, [_ids(t) for t in TEXTS],
+                   [m["prompt_token_ids"] for m in runner.last_meta], runner.last_meta)
+
+
+def test_usage_prompt_tokens_equal_to_the_reference_token_count_is_noted():
+    m = _embed_measure(_embed_server())
+    assert m.problem is None and all(x.ok for x in m.metrics)
+    assert m.notes["usage"] == f"usage.prompt_tokens equal to the reference's token count for {len(TEXTS)} of {len(TEXTS)} items"
+
+
+def test_usage_prompt_tokens_off_by_one_fails_naming_the_item():
+    m = _embed_measure(_embed_server(usage_offset=1))
+    n = len(_ids(TEXTS[3]))
+    assert m.problem == f"usage.prompt_tokens of item 3 is {n + 1}, but the reference ran {n} tokens (input {TEXTS[3]!r})"
+    assert judge(_case("embed", EMBED_TOL), "vllm-serve-v1", m).status == "fail"

@@ -162,7 +162,7 @@ class Case(_Strict):
     trust_remote_code: bool = False
     # invariance checks (harness.checks): each becomes a derived case `<id>@<check>`
     checks: list[Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill",
-                         "prefix_cache", "no_prefix_cache"]] = Field(default_factory=list)
+                         "prefix_cache", "no_prefix_cache", "concurrent", "sequential"]] = Field(default_factory=list)
     # MTEB tasks to score this model on (`parity mteb`): our offline ones or cached real ones
     mteb_tasks: list[str] = Field(default_factory=list)
     # truncate every input to this many tokens, in the reference and in the runners alike

@@ -203,10 +203,18 @@ class ServeRunner:
 
     async def _send_all(self, task: str, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
         limit = asyncio.Semaphore(int(options.get("max_in_flight", MAX_IN_FLIGHT)))
+        in_flight = [0]
         async with self._client(options) as client:
             async def one(i: int, item):
                 async with limit:
-                    return await self._one(client, task, i, item, options)
+                    in_flight[0] += 1
+                    at_send = in_flight[0]  # this item's requests and the others outstanding with them
+                    try:
+                        out, meta = await self._one(client, task, i, item, options)
+                    finally:
+                        in_flight[0] -= 1
+                return out, {**meta, "in_flight": at_send}
+            # gather keeps each answer with its own request: arrival order never matters
             return list(await asyncio.gather(*(one(i, it) for i, it in enumerate(items))))
 
     async def _rerank_all(self, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:

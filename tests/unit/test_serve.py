@@ -1,6 +1,7 @@
 """The server runner's pieces that need no server: flags, names, the runner read from the log, and
 its handling of answers, from a test double of the server."""
 
+import asyncio
 import hashlib
 import json
 
@@ -8,13 +9,14 @@ import httpx
 import numpy as np
 import pytest
 
+from harness.checks import expand_checks
 from harness.compare import measure
 from harness.inputs import input_set
 from harness.matrix import Case, MatrixError, Tolerance, load_matrix
 from harness.platform import Platform
 from harness.runners import model_runner_variant, runner_kind
 from harness.runners.serve import ServeRunner, ServerFailure, cli_args, free_port, runner_from_log
-from harness.verdict import judge
+from harness.verdict import check_not_in_effect, judge
 
 
 def test_engine_kwargs_become_server_flags():
@@ -185,3 +187,63 @@ def test_usage_prompt_tokens_off_by_one_fails_naming_the_item():
     n = len(_ids(TEXTS[3]))
     assert m.problem == f"usage.prompt_tokens of item 3 is {n + 1}, but the reference ran {n} tokens (input {TEXTS[3]!r})"
     assert judge(_case("embed", EMBED_TOL), "vllm-serve-v1", m).status == "fail"
+
+
+def _delayed_embed_server(swap_pairs: bool = False):
+    """Answers arrive in reverse order of sending (later texts are answered sooner). With
+    swap_pairs, two requests in flight together get each other's answer: a server that mixes up
+    concurrent requests; a request alone gets its own."""
+    waiting: list = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
+        text = body["input"]
+        await asyncio.sleep(0.002 * (len(TEXTS) - TEXTS.index(text)))
+        if swap_pairs:
+            if waiting:
+                partner, box = waiting.pop()
+                box.set_result(text)
+                text = partner
+            else:
+                box = asyncio.get_running_loop().create_future()
+                waiting.append((text, box))
+                try:
+                    text = await asyncio.wait_for(asyncio.shield(box), 0.05)
+                except asyncio.TimeoutError:
+                    waiting.remove((text, box))
+        n = len(_ids(body["input"]))
+        return httpx.Response(200, json={"data": [{"embedding": _vector(text)}], "usage": {"prompt_tokens": n}})
+    return handler
+
+
+def test_concurrent_answers_are_matched_by_request_and_the_peak_in_flight_is_recorded():
+    m = _embed_measure(_delayed_embed_server(), {"max_in_flight": 16})
+    assert m.problem is None and all(x.ok for x in m.metrics), m
+    runner = _served(_delayed_embed_server())
+    runner.run("embed", list(TEXTS), {"max_in_flight": 16})
+    assert max(meta["in_flight"] for meta in runner.last_meta) == 16
+    runner.run("embed", list(TEXTS), {"max_in_flight": 1})
+    assert {meta["in_flight"] for meta in runner.last_meta} == {1}
+
+
+def test_a_server_that_swaps_concurrent_answers_fails_concurrent_and_passes_sequential():
+    swapped = _embed_measure(_delayed_embed_server(swap_pairs=True), {"max_in_flight": 16})
+    verdict = judge(_case("embed", EMBED_TOL), "vllm-serve-v1", swapped)
+    assert verdict.status == "fail" and "cosine_distance" in verdict.reason, verdict.reason
+    alone = _embed_measure(_delayed_embed_server(swap_pairs=True), {"max_in_flight": 1})
+    assert judge(_case("embed", EMBED_TOL), "vllm-serve-v1", alone).status == "pass"
+
+
+@pytest.mark.parametrize("check, peak, error", [
+    ("concurrent", 16, None), ("concurrent", 1, "at most 1 requests were in flight at once (more than one needed)"),
+    ("sequential", 1, None), ("sequential", 3, "at most 3 requests were in flight at once (exactly one needed)"),
+    ("sequential", None, "at most None requests were in flight at once (exactly one needed)"),
+])
+def test_a_concurrency_check_must_prove_it_took_effect(check, peak, error):
+    base = _case("embed", EMBED_TOL).model_copy(update={"checks": [check]})
+    (derived,) = [c for c in expand_checks([base]) if c.variant_of]
+    assert derived.runners == ["vllm-serve-v1"] and derived.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
+    reason = check_not_in_effect(derived, {"requests": {"peak_in_flight": peak}})
+    assert reason == (None if error is None else f"invariance check {check} did not take effect: " + error)

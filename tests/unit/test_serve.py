@@ -2,8 +2,11 @@
 its handling of answers, from a test double of the server."""
 
 import asyncio
+import base64
 import hashlib
 import json
+import re
+import signal
 
 import httpx
 import numpy as np
@@ -15,6 +18,7 @@ from harness.inputs import input_set
 from harness.matrix import Case, MatrixError, Tolerance, load_matrix
 from harness.platform import Platform
 from harness.runners import model_runner_variant, runner_kind
+from harness.runners import serve_decode
 from harness.runners.serve import ServeRunner, ServerFailure, cli_args, free_port, runner_from_log
 from harness.verdict import check_not_in_effect, judge
 
@@ -247,3 +251,88 @@ def test_a_concurrency_check_must_prove_it_took_effect(check, peak, error):
     assert derived.runners == ["vllm-serve-v1"] and derived.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
     reason = check_not_in_effect(derived, {"requests": {"peak_in_flight": peak}})
     assert reason == (None if error is None else f"invariance check {check} did not take effect: " + error)
+
+
+# --- faults: each its own error, with the server's log tail ---
+
+def _b64(vector, dtype: str = "<f4") -> str:
+    return base64.b64encode(np.asarray(vector, dtype=dtype).tobytes()).decode()
+
+
+def _base64_server(cut_item: int | None = None, cut=lambda vector: _b64(vector)):
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
+        assert (body["encoding_format"], body["embed_dtype"], body["endianness"]) == ("base64", "float32", "little")
+        vector = _vector(body["input"])
+        payload = cut(vector) if cut_item is not None and body["input"] == TEXTS[cut_item] else _b64(vector)
+        return httpx.Response(200, json={"data": [{"embedding": payload}]})
+    return handler
+
+
+def _with_log(runner: ServeRunner, tmp_path) -> ServeRunner:
+    runner.log_path = tmp_path / "server.log"
+    runner.log_path.write_text("INFO the server's own words\nERROR EngineCore failed: boom\n")
+    return runner
+
+
+def test_http_500_is_an_error_naming_the_item_with_the_server_log_tail(tmp_path):
+    def handler(request):
+        return httpx.Response(500, text='{"error": "Internal Server Error"}')
+    runner = _with_log(_served(handler), tmp_path)
+    with pytest.raises(ServerFailure) as e:
+        runner.run("embed", list(TEXTS), {"shuffle_seed": 3})
+    assert re.match(r"HTTP 500 from /v1/embeddings for item \d+: \{\"error\": \"Internal Server Error\"\}", str(e.value))
+    assert str(e.value).endswith("--- server log tail ---\nINFO the server's own words\nERROR EngineCore failed: boom")
+
+
+@pytest.mark.parametrize("cut, message", [
+    (lambda v: _b64(v)[:-4], "item 5: the base64 embedding decodes to 30 bytes, not a whole number of 4-byte float32 "
+                             "values (truncated?)"),
+    (lambda v: _b64(v)[:-3], "item 5: the base64 embedding (41 characters) does not decode"),
+    (lambda v: _b64(v[:-1]), "item 5: the base64 embedding decodes to 28 bytes, expected 32 (8 float32 values, "
+                             "as 23 of the 24 items have)"),
+], ids=["cut-mid-value", "cut-mid-group", "one-value-short"])
+def test_a_truncated_base64_payload_names_the_item_and_the_bytes_expected(tmp_path, cut, message):
+    runner = _with_log(_served(_base64_server(cut_item=5, cut=cut)), tmp_path)
+    with pytest.raises(ServerFailure, match=re.escape(message)) as e:
+        runner.run("embed", list(TEXTS), {"encoding_format": "base64", "shuffle_seed": 1})
+    assert "--- server log tail ---" in str(e.value)
+
+
+def test_base64_decoded_as_float32_matches_and_decoded_with_a_wrong_dtype_fails(monkeypatch):
+    assert len(TEXTS) == 24
+    m = _embed_measure(_base64_server(), {"encoding_format": "base64"})
+    assert m.problem is None and all(x.ok for x in m.metrics), m
+    monkeypatch.setattr(serve_decode, "EMBED_DTYPE", "<f2")  # seeded mutation: the bytes read as float16
+    m = _embed_measure(_base64_server(), {"encoding_format": "base64"})
+    assert m.problem == "shape mismatch at item 0: reference [8], runner [16]"
+    assert judge(_case("embed", EMBED_TOL), "vllm-serve-v1", m).status == "fail"
+
+
+class _Exited:
+    pid = 0
+    returncode = -signal.SIGKILL
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+
+def test_a_connection_lost_to_a_server_that_exited_says_how_it_exited(tmp_path):
+    runner = _with_log(_served(lambda request: (_ for _ in ()).throw(httpx.RemoteProtocolError("peer closed"))), tmp_path)
+    runner.proc.poll = lambda: (setattr(runner, "proc", _Exited()), None)[1]  # alive at the start, dead after
+    with pytest.raises(ServerFailure, match=r"^server exited \(killed by SIGKILL.*\) during the case: request for "
+                                            r"item \d+ to /v1/embeddings failed with RemoteProtocolError: peer closed"):
+        runner.run("embed", list(TEXTS), {})
+
+
+def test_the_next_case_restarts_a_server_that_died(monkeypatch):
+    runner = _served(_embed_server())
+    runner.proc, runner.started_with = _Exited(), ("request", {})
+    monkeypatch.setattr(runner, "_launch", lambda: setattr(runner, "proc", _Alive()) or [])
+    runner.run("embed", list(TEXTS), {})
+    assert runner.restarts == 1 and isinstance(runner.proc, _Alive)

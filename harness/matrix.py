@@ -167,6 +167,9 @@ class Case(_Strict):
     mteb_tasks: list[str] = Field(default_factory=list)
     # truncate every input to this many tokens, in the reference and in the runners alike
     truncate: int | None = Field(default=None, gt=1)
+    # embed: keep this many leading dimensions (Matryoshka): the reference truncates its vectors
+    # (and re-normalises them when the model normalises); vLLM is asked for `dimensions`
+    dimensions: int | None = Field(default=None, gt=0)
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
@@ -214,6 +217,8 @@ class Case(_Strict):
             raise ValueError(f"serve.api 'rerank' needs task 'score', not {self.task!r}")
         if self.serve.top_n is not None and self.serve.api != "rerank":
             raise ValueError("serve.top_n applies to serve.api 'rerank' only")
+        if self.dimensions is not None and self.task != "embed":
+            raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
         return self
 
     def tolerance(self, dtype: str) -> Tolerance:

@@ -5,7 +5,8 @@ free port (same model-runner environment as the offline V1/V2 workers: harness.p
 for /health, and sends every item of a case as its own request, many in flight at once, so the
 server batches them dynamically as it does for users. Answers are matched to items by request,
 never by arrival order. The server belongs to the worker's process group: a worker that is killed
-takes its server with it; `unload` stops it (SIGTERM, then SIGKILL of the whole tree).
+takes its server with it; `unload` stops it (SIGTERM, then SIGKILL of the whole tree). A server
+that dies during a case fails that case; the next case starts a new one.
 """
 
 from __future__ import annotations
@@ -217,7 +218,8 @@ class ServeRunner:
                 return asyncio.run(self._send_all(task, batch, options))
         # a request pattern (shuffle, one_by_one) is a send order here; every item is its own request
         answered = run_with_options(call, numbered, {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")})
-        self.last_meta = [meta for _, meta in answered]
+        # a case that ran on a server restarted after an earlier one died says so (info.requests)
+        self.last_meta = [{**meta, "server_restarts": self.restarts} for _, meta in answered]
         return [out for out, _ in answered]
 
     def _client(self, options: dict):
@@ -283,12 +285,14 @@ class ServeRunner:
 
     async def _one(self, client, task: str, i: int, item, options: dict) -> tuple[np.ndarray, dict]:
         trunc = {"truncate_prompt_tokens": int(options["truncate"])} if options.get("truncate") else {}
+        dims = {"dimensions": int(options["dimensions"])} if options.get("dimensions") else {}
         base = {"model": self.model, **trunc}
         if task == "embed":
             fmt = options.get("encoding_format", "float")
             # base64 bytes asked for explicitly as float32, little-endian (vLLM's default is native order)
             dtype = {"embed_dtype": "float32", "endianness": "little"} if fmt == "base64" else {}
-            ans = await self._post(client, "/v1/embeddings", {**base, "input": item, "encoding_format": fmt, **dtype}, i)
+            body = {**base, **dims, "input": item, "encoding_format": fmt, **dtype}
+            ans = await self._post(client, "/v1/embeddings", body, i)
             vec = ans["data"][0]["embedding"]
             out = decode_base64(vec, i) if fmt == "base64" else np.asarray(vec, dtype=np.float32)
         elif task == "classify":
@@ -310,7 +314,6 @@ class ServeRunner:
             ids = [int(t) for t in tok["tokens"]]
         usage = (ans.get("usage") or {}).get("prompt_tokens")  # what the server says it ran, one prompt here
         return out.astype(np.float32), {"prompt_token_ids": ids, "num_cached_tokens": None, "usage_prompt_tokens": usage}
-
 
     def _connection_lost(self, what: str, e: Exception) -> str:
         """Why a request lost its connection: the server exited (with how), or the connection alone."""

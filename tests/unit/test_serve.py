@@ -336,3 +336,30 @@ def test_the_next_case_restarts_a_server_that_died(monkeypatch):
     monkeypatch.setattr(runner, "_launch", lambda: setattr(runner, "proc", _Alive()) or [])
     runner.run("embed", list(TEXTS), {})
     assert runner.restarts == 1 and isinstance(runner.proc, _Alive)
+    assert {meta["server_restarts"] for meta in runner.last_meta} == {1}  # the result says it ran on a restart
+
+
+# --- dimensions (Matryoshka) ---
+
+def test_the_matryoshka_reference_truncates_and_renormalises_only_a_normalising_model():
+    from harness.runners.hf import matryoshka
+
+    v = np.array([[3.0, 4.0, 12.0], [0.0, 2.0, 1.0]], dtype=np.float32)
+    np.testing.assert_allclose(matryoshka(v, 2, normalize=True), [[0.6, 0.8], [0.0, 1.0]], rtol=1e-7)
+    assert matryoshka(v, 2, normalize=False).tolist() == [[3.0, 4.0], [0.0, 2.0]]
+    with pytest.raises(ValueError, match="dimensions 4 is more than the model's 3"):
+        matryoshka(v, 4, normalize=True)
+
+
+def test_dimensions_are_sent_to_the_server_and_apply_to_embed_cases_only():
+    sent = []
+
+    def handler(request):
+        body = json.loads(request.content)
+        sent.append(body.get("dimensions"))
+        return httpx.Response(200, json={"tokens": [1]} if request.url.path == "/tokenize" else
+                              {"data": [{"embedding": [1.0, 0.0]}], "usage": {"prompt_tokens": 1}})
+    _served(handler).run("embed", ["a text"], {"dimensions": 2})
+    assert sent == [2, None]  # the embeddings request, then /tokenize
+    with pytest.raises(ValueError, match="dimensions applies to task 'embed' only, not 'score'"):
+        Case.model_validate({**_case("score").model_dump(), "dimensions": 2})

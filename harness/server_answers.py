@@ -68,21 +68,36 @@ def rerank_problem(tolerance: Tolerance, ref: list[np.ndarray], items: tuple,
 
 
 def usage_problem(ref_ids: list | None, metas: list[dict] | None, items: tuple) -> tuple[str | None, str]:
-    """(problem, note): each answer's `usage.prompt_tokens` (one prompt per request) against the
-    number of tokens the reference tokenized for that item; ("", "") when no answer had usage."""
-    counts = [(m or {}).get("usage_prompt_tokens") for m in (metas or [])]
-    if all(c is None for c in counts):
+    """(problem, note): each answer's `usage.prompt_tokens` against the number of tokens the
+    reference tokenized for its items (one item a request; a /rerank answer covers its query
+    group); ("", "") when no answer had usage."""
+    units = _usage_units(metas)
+    if not units:
         return None, ""
     if ref_ids is None:
         return None, "usage.prompt_tokens not compared: the reference recorded no token ids"
     compared = 0
-    for i, (ids, count) in enumerate(zip(ref_ids, counts)):
-        if ids is None or count is None:
+    for what, idx, count in units:
+        if any(j >= len(ref_ids) or ref_ids[j] is None for j in idx):
             continue
-        compared += 1
-        if count != len(ids):
-            return (f"usage.prompt_tokens of item {i} is {count}, but the reference ran {len(ids)} tokens "
-                    f"(input {str(items[i])[:80]!r})"), ""
+        compared += len(idx)
+        ran = sum(len(ref_ids[j]) for j in idx)
+        if count != ran:
+            return (f"usage.prompt_tokens of {what} is {count}, but the reference ran {ran} tokens "
+                    f"(input {str(items[idx[0]])[:80]!r})"), ""
     if compared == 0:
         return None, "usage.prompt_tokens not compared: the reference tokenizes no item as one sequence"
     return None, f"usage.prompt_tokens equal to the reference's token count for {compared} of {len(items)} items"
+
+
+def _usage_units(metas: list[dict] | None) -> list[tuple[str, list[int], int]]:
+    """(what, its item indices, usage.prompt_tokens) per answer that reported usage."""
+    units, groups = [], {}
+    for i, m in enumerate(metas or []):
+        m = m or {}
+        if m.get("usage_prompt_tokens") is not None:
+            units.append((f"item {i}", [i], int(m["usage_prompt_tokens"])))
+        rerank = m.get("rerank") or {}
+        if rerank.get("prompt_tokens") is not None:
+            groups.setdefault(rerank["group"], (int(rerank["prompt_tokens"]), []))[1].append(i)
+    return units + [(f"/rerank query group {g} (items {idx})", idx, n) for g, (n, idx) in sorted(groups.items())]

@@ -69,7 +69,8 @@ def match_rerank(g: int, documents: list, full: dict, top: dict | None,
     out = []
     for k in range(len(documents)):
         rank, score, doc_ok = full_by[k]
-        info: dict[str, Any] = {"group": g, "rank": rank, "document_matches": doc_ok}
+        info: dict[str, Any] = {"group": g, "rank": rank, "document_matches": doc_ok,
+                                "prompt_tokens": (full.get("usage") or {}).get("prompt_tokens")}  # the whole group's
         if top is not None:
             top_rank, top_score, top_ok = top_by.get(k, (None, None, True))
             info.update(top_n=top_n, top_rank=top_rank, top_score=top_score, document_matches=doc_ok and top_ok)

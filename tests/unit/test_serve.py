@@ -91,7 +91,8 @@ def _rerank_server(fault: str = ""):
                 a["document"], b["document"] = b["document"], a["document"]
         if fault == "top-n-ignored":
             body["top_n"] = 0
-        return httpx.Response(200, json={"results": results[:body.get("top_n") or None], "usage": {"prompt_tokens": 1}})
+        tokens = sum(len(_ids(f"{body['query']} {d}")) for d in body["documents"]) + (fault == "usage-off")
+        return httpx.Response(200, json={"results": results[:body.get("top_n") or None], "usage": {"prompt_tokens": tokens}})
     return handler
 
 
@@ -99,7 +100,8 @@ def _rerank_measure(fault: str = "", top_n: int | None = 2):
     runner = _served(_rerank_server(fault))
     got = runner.run("score", [list(p) for p in PAIRS], {"api": "rerank", "top_n": top_n, "max_in_flight": 4})
     ref = [np.asarray([_score(q, d)], dtype=np.float32) for q, d in PAIRS]
-    return measure(SCORE_TOL, ("max_abs", "max_rel", "rank_disagreement"), ref, got, PAIRS, got_meta=runner.last_meta)
+    ref_ids = [_ids(f"{q} {d}") for q, d in PAIRS]
+    return measure(SCORE_TOL, ("max_abs", "max_rel", "rank_disagreement"), ref, got, PAIRS, ref_ids, None, runner.last_meta)
 
 
 def test_a_rerank_answer_matching_the_reference_passes_with_its_checks_named():
@@ -107,12 +109,14 @@ def test_a_rerank_answer_matching_the_reference_passes_with_its_checks_named():
     assert m.problem is None and all(x.ok for x in m.metrics), m
     assert m.notes["rerank"] == ("rerank: 6 query groups ranked as the reference, results matched by index; "
                                  "top_n=2 returned each group's top 2")
+    assert m.notes["usage"] == "usage.prompt_tokens equal to the reference's token count for 24 of 24 items"
 
 
 @pytest.mark.parametrize("fault, expected", [
     ("swap-index", "carries another document's text (index mapped wrongly)"),
     ("swap-result", "the server ranks items"),
     ("top-n-ignored", "top_n=2 returned 4 documents for 4, expected 2"),
+    ("usage-off", "usage.prompt_tokens of /rerank query group 0 (items [0, 1, 2, 3]) is "),
 ])
 def test_a_reordered_or_untruncated_rerank_answer_fails(fault, expected):
     m = _rerank_measure(fault)

@@ -229,17 +229,10 @@ class ServeRunner:
                                  transport=self.transport)
 
     async def _send_all(self, task: str, numbered: list, options: dict) -> list[tuple[np.ndarray, dict]]:
-        limit = asyncio.Semaphore(int(options.get("max_in_flight", MAX_IN_FLIGHT)))
-        in_flight = [0]
+        send = _Limited(options)
         async with self._client(options) as client:
             async def one(i: int, item):
-                async with limit:
-                    in_flight[0] += 1
-                    at_send = in_flight[0]  # this item's requests and the others outstanding with them
-                    try:
-                        out, meta = await self._one(client, task, i, item, options)
-                    finally:
-                        in_flight[0] -= 1
+                (out, meta), at_send = await send(lambda: self._one(client, task, i, item, options))
                 return out, {**meta, "in_flight": at_send}
             # gather keeps each answer with its own request: arrival order never matters
             answered = list(await asyncio.gather(*(one(i, it) for i, it in numbered)))
@@ -252,15 +245,19 @@ class ServeRunner:
         top_n when the case sets it; answers are matched to documents by their `index`."""
         from harness.inputs import query_groups
 
-        limit = asyncio.Semaphore(int(options.get("max_in_flight", MAX_IN_FLIGHT)))
+        send = _Limited(options)
         top_n = options.get("top_n")
         async with self._client(options) as client:
+            async def both(body: dict, g: int) -> tuple[dict, dict | None]:
+                full = await self._post(client, "/rerank", body, f"query group {g}")
+                top = await self._post(client, "/rerank", {**body, "top_n": top_n}, f"query group {g}") if top_n else None
+                return full, top
+
             async def one(g: int, group: list[int]):
                 body = {"model": self.model, "query": items[group[0]][0], "documents": [items[j][1] for j in group]}
-                async with limit:
-                    full = await self._post(client, "/rerank", body, f"query group {g}")
-                    top = await self._post(client, "/rerank", {**body, "top_n": top_n}, f"query group {g}") if top_n else None
-                return match_rerank(g, body["documents"], full, top, top_n)
+                (full, top), at_send = await send(lambda: both(body, g))
+                return [(out, {**meta, "in_flight": at_send}) for out, meta in
+                        match_rerank(g, body["documents"], full, top, top_n)]
             groups = query_groups(tuple(items))
             answers = await asyncio.gather(*(one(g, group) for g, group in enumerate(groups)))
         out: list = [None] * len(items)
@@ -329,6 +326,24 @@ class ServeRunner:
             self._lost = (f"server exited ({describe_exit(code)}) during the case" if code is not None
                           else "connection to the server lost (the server is still running)")
         return f"{self._lost}: {what} failed with {type(e).__name__}: {e}"
+
+
+class _Limited:
+    """At most `max_in_flight` requests (or request pairs) outstanding at once; each awaited one
+    comes back with how many were outstanding when it was sent, itself included."""
+
+    def __init__(self, options: dict):
+        self.limit = asyncio.Semaphore(int(options.get("max_in_flight", MAX_IN_FLIGHT)))
+        self.in_flight = 0
+
+    async def __call__(self, request):
+        async with self.limit:
+            self.in_flight += 1
+            at_send = self.in_flight
+            try:
+                return await request(), at_send
+            finally:
+                self.in_flight -= 1
 
 
 def _running(proc) -> bool:

@@ -79,8 +79,9 @@ def _served(handler) -> ServeRunner:
 
 
 def _rerank_server(fault: str = ""):
-    def handler(request: httpx.Request) -> httpx.Response:
+    async def handler(request: httpx.Request) -> httpx.Response:
         assert request.url.path == "/rerank"
+        await asyncio.sleep(0.001)  # a server takes time: the other groups' requests go out meanwhile
         body = json.loads(request.content)
         results = sorted(({"index": k, "document": {"text": d}, "relevance_score": _score(body["query"], d)}
                           for k, d in enumerate(body["documents"])), key=lambda r: -r["relevance_score"])
@@ -127,7 +128,8 @@ def test_a_reordered_or_untruncated_rerank_answer_fails(fault, expected):
 def test_rerank_results_are_matched_by_index_not_position():
     # the server lists results best first: positions differ from the order sent for most groups
     runner = _served(_rerank_server())
-    got = runner.run("score", [list(p) for p in PAIRS], {"api": "rerank"})
+    got = runner.run("score", [list(p) for p in PAIRS], {"api": "rerank", "max_in_flight": 4})
+    assert max(meta["in_flight"] for meta in runner.last_meta) == 4  # 6 query groups, 4 at once
     assert [float(g[0]) for g in got] == pytest.approx([_score(q, d) for q, d in PAIRS], abs=1e-7)
     assert any(meta["rerank"]["rank"] != k % 4 for k, meta in enumerate(runner.last_meta))
 

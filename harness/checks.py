@@ -11,7 +11,8 @@ import numpy as np
 
 from harness.matrix import Case
 
-Check = Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill", "prefix_cache", "no_prefix_cache"]
+Check = Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill", "prefix_cache", "no_prefix_cache",
+                "concurrent", "sequential"]
 CHECKS: tuple[str, ...] = get_args(Check)
 
 # check -> (engine kwargs, run options); {seed} is filled with the run's shuffle seed
@@ -29,6 +30,15 @@ _VARIANTS: dict[str, tuple[dict, dict]] = {
     "no_prefix_cache": ({"enable_prefix_caching": False}, {}),
 }
 
+# checks of the server runners: request options (ServeOptions) rather than engine settings
+_SERVE_VARIANTS: dict[str, dict] = {
+    # many requests in flight at once (the server batches them) versus one at a time; each is
+    # held to the reference, and the runner records the peak number in flight to prove which ran
+    "concurrent": {"max_in_flight": 16},
+    "sequential": {"max_in_flight": 1},
+}
+SERVE_CHECKS: tuple[str, ...] = tuple(_SERVE_VARIANTS)
+
 
 def expand_checks(cases: list[Case], seed: int = 0) -> list[Case]:
     """The cases plus one derived case per (case, check); derived ids sort right after their base."""
@@ -36,12 +46,15 @@ def expand_checks(cases: list[Case], seed: int = 0) -> list[Case]:
     for case in cases:
         out.append(case)
         for check in case.checks:
-            engine, options = _VARIANTS[check]
+            engine, options = _VARIANTS.get(check, ({}, {}))
             options = {k: (seed if v == "{seed}" else v) for k, v in options.items()}
+            serve = case.serve.model_copy(update=_SERVE_VARIANTS.get(check, {}))
             out.append(case.model_copy(update={
                 "id": f"{case.id}@{check}",
-                "runners": [r for r in case.runners if r in ("vllm-v1", "vllm-v2")],
+                "runners": [r for r in case.runners
+                            if (r.startswith("vllm-serve-") if check in SERVE_CHECKS else r in ("vllm-v1", "vllm-v2"))],
                 "engine": {**case.engine, **engine},
+                "serve": serve,
                 "run_options": {**case.run_options, **options},
                 "variant_of": case.id,
                 "checks": [],

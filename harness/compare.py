@@ -7,6 +7,7 @@ import numpy as np
 
 from harness.inputs import query_groups
 from harness.matrix import Case, Tolerance
+from harness.server_answers import rerank_problem, usage_problem
 from harness.verdict import Measurement, Metric, Verdict, judge
 
 REL_FLOOR = 1e-6  # |ref| below this counts as this, so max_rel stays finite near zero
@@ -146,22 +147,31 @@ def token_problem(ref_ids: list | None, got_ids: list | None, items: tuple) -> t
 
 
 def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.ndarray], got: list[np.ndarray],
-            items: tuple, ref_ids: list | None = None, got_ids: list | None = None) -> Measurement:
-    """Structural problems first (they make metrics meaningless), then token ids, then a
-    degenerate reference, then every metric of the task plus any other the tolerance bounds."""
+            items: tuple, ref_ids: list | None = None, got_ids: list | None = None,
+            got_meta: list[dict] | None = None) -> Measurement:
+    """Structural problems first (they make metrics meaningless), then token ids, then what a
+    server's answers must satisfy (harness.server_answers, from the runner's per-item `got_meta`),
+    then a degenerate reference, then every metric of the task plus any other the tolerance bounds."""
     problem = structural_problem(ref, got, len(items))
     if problem is not None:
         return Measurement(problem=problem)
     problem, note = token_problem(ref_ids, got_ids, items)
     if problem is not None:
         return Measurement(problem=problem, notes={"token_ids": problem})
+    notes = {"token_ids": note}
+    for name, check in (("usage", lambda: usage_problem(ref_ids, got_meta, items)),
+                        ("rerank", lambda: rerank_problem(tolerance, ref, items, got_meta))):
+        problem, note = check()
+        if problem is not None:
+            return Measurement(problem=problem, notes={**notes, name: problem})
+        if note:
+            notes[name] = note
     degenerate = degenerate_reference(ref)
     if degenerate is not None:
-        return Measurement(degenerate=degenerate, notes={"token_ids": note})
+        return Measurement(degenerate=degenerate, notes=notes)
     bounds = tolerance.bounds()
     names = list(metric_names) + [m for m in bounds if m not in metric_names]
-    return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items), bounds.get(m)) for m in names],
-                       notes={"token_ids": note})
+    return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items), bounds.get(m)) for m in names], notes=notes)
 
 
 def compare(case: Case, runner: str, tolerance: Tolerance, metric_names: tuple[str, ...],

@@ -229,6 +229,8 @@ class Executor:
             options.update(case.serve.model_dump())
         if case.truncate:
             options["truncate"] = case.truncate
+        if case.dimensions:
+            options["dimensions"] = case.dimensions
         items = list(input_set(case.inputs).items)
         return {"op": "run", "task": case.task, "items": items, "options": options, "out": str(out)}, out
 

@@ -76,7 +76,8 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
         arch = ""
     name = resolve_recipe(case.task, arch, case.reference)
     return {"task": case.task, "dtype": dtype, "device": device, "truncate": case.truncate,
-            "hf_options": dict(sorted(case.hf.items())), "recipe": name, "recipe_version": RECIPE_VERSIONS.get(name)}
+            "hf_options": dict(sorted(case.hf.items())), "recipe": name, "recipe_version": RECIPE_VERSIONS.get(name),
+            **({"dimensions": case.dimensions} if case.dimensions else {})}  # absent when unset: older keys stay valid
 
 
 def write(root: Path, case_id: str, items: list[np.ndarray], *, task: str, fingerprint: str,

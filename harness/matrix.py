@@ -132,6 +132,10 @@ class ServeOptions(_Strict):
     """How the server runners (`vllm-serve-*`) send a case's requests."""
 
     encoding_format: Literal["float", "base64"] = "float"  # /v1/embeddings answers, decoded either way
+    # score cases: `score` sends each pair to /score; `rerank` sends each query with its documents
+    # to /rerank (the ranking, the returned indices and, with top_n, the truncation are checked)
+    api: Literal["default", "rerank"] = "default"
+    top_n: int | None = Field(default=None, gt=0)  # rerank: also ask for only the top n documents
     max_in_flight: int = Field(default=16, gt=0)  # concurrent requests: the server batches them
     request_timeout: float = Field(default=120.0, gt=0)
 
@@ -158,11 +162,14 @@ class Case(_Strict):
     trust_remote_code: bool = False
     # invariance checks (harness.checks): each becomes a derived case `<id>@<check>`
     checks: list[Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill",
-                         "prefix_cache", "no_prefix_cache"]] = Field(default_factory=list)
+                         "prefix_cache", "no_prefix_cache", "concurrent", "sequential"]] = Field(default_factory=list)
     # MTEB tasks to score this model on (`parity mteb`): our offline ones or cached real ones
     mteb_tasks: list[str] = Field(default_factory=list)
     # truncate every input to this many tokens, in the reference and in the runners alike
     truncate: int | None = Field(default=None, gt=1)
+    # embed: keep this many leading dimensions (Matryoshka): the reference truncates its vectors
+    # (and re-normalises them when the model normalises); vLLM is asked for `dimensions`
+    dimensions: int | None = Field(default=None, gt=0)
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
@@ -203,6 +210,16 @@ class Case(_Strict):
 
             family_of(v.arch)  # raises ValueError naming the valid architectures
         return v
+
+    @model_validator(mode="after")
+    def _serve_api_fits_task(self) -> "Case":
+        if self.serve.api == "rerank" and self.task != "score":
+            raise ValueError(f"serve.api 'rerank' needs task 'score', not {self.task!r}")
+        if self.serve.top_n is not None and self.serve.api != "rerank":
+            raise ValueError("serve.top_n applies to serve.api 'rerank' only")
+        if self.dimensions is not None and self.task != "embed":
+            raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
+        return self
 
     def tolerance(self, dtype: str) -> Tolerance:
         try:

@@ -52,14 +52,19 @@ def new_report(matrix: Matrix, device: str, started: str, wall: float, partial: 
     )
 
 
-def _token_ids(outcome: RunOutcome | None) -> list | None:
-    """The prompt token ids a runner recorded per item beside its outputs, if it recorded them."""
+def _request_meta(outcome: RunOutcome | None) -> list[dict] | None:
+    """What a runner recorded per item beside its outputs (prompt token ids, server answers), if anything."""
     import json
 
     path = Path(f"{outcome.output}.requests.json") if outcome is not None and outcome.output else None
     if path is None or not path.is_file():
         return None
-    return [m.get("prompt_token_ids") for m in json.loads(path.read_text())]
+    return json.loads(path.read_text())
+
+
+def _token_ids(outcome: RunOutcome | None) -> list | None:
+    meta = _request_meta(outcome)
+    return None if meta is None else [m.get("prompt_token_ids") for m in meta]
 
 
 def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got: RunOutcome | None) -> Verdict:
@@ -68,7 +73,7 @@ def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got
         ref_items, _ = load_items(Path(ref.output))  # type: ignore[union-attr, arg-type]
         got_items, _ = load_items(Path(got.output))  # type: ignore[union-attr, arg-type]
         return compare.measure(case.tolerance(dtype), task_kind(case.task).metrics, ref_items, got_items,
-                               input_set(case.inputs).items, _token_ids(ref), _token_ids(got))
+                               input_set(case.inputs).items, _token_ids(ref), _token_ids(got), _request_meta(got))
 
     return outcome_verdict(case, runner, ref, got, measure)
 

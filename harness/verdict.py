@@ -195,6 +195,11 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
             return (f"{head}: the second pass read {req.get('cached_tokens')} tokens from the prefix cache "
                     f"(prompts of {req.get('min_prompt_tokens')}-{req.get('max_prompt_tokens')} tokens, "
                     f"KV block {eff.get('block_size')}): a prompt shorter than a block cannot hit the cache")
+    elif check in ("concurrent", "sequential"):
+        peak = req.get("peak_in_flight")
+        if peak is None or (peak < 2 if check == "concurrent" else peak != 1):
+            return (f"{head}: at most {peak} requests were in flight at once "
+                    f"({'more than one' if check == 'concurrent' else 'exactly one'} needed)")
     elif check == "no_prefix_cache":
         if eff.get("enable_prefix_caching") is not False or req.get("cached_tokens"):
             return (f"{head}: enable_prefix_caching={eff.get('enable_prefix_caching')}, "

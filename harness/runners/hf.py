@@ -169,7 +169,22 @@ def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     out = st.encode(list(items), batch_size=len(items), convert_to_numpy=True, show_progress_bar=False)
     for it in items:  # preprocess is what encode tokenizes with
         runner.note_tokens(st.preprocess([it])["input_ids"][0])
+    if options.get("dimensions"):
+        from sentence_transformers.models import Normalize
+
+        out = matryoshka(out, int(options["dimensions"]), any(isinstance(m, Normalize) for m in st))
     return [np.asarray(v, dtype=np.float32) for v in out]
+
+
+def matryoshka(vectors: np.ndarray, dimensions: int, normalize: bool) -> np.ndarray:
+    """The first `dimensions` values of each vector, L2-normalised again if the model normalises
+    (vLLM's embed pooler truncates, then applies its normalisation)."""
+    if dimensions > vectors.shape[-1]:
+        raise ValueError(f"dimensions {dimensions} is more than the model's {vectors.shape[-1]}")
+    cut = np.asarray(vectors, dtype=np.float64)[..., :dimensions]
+    if normalize:
+        cut = cut / np.maximum(np.linalg.norm(cut, axis=-1, keepdims=True), 1e-12)
+    return cut.astype(np.float32)
 
 
 def _activation(logits, num_labels: int):

@@ -117,7 +117,7 @@ class Worker:
                 if not chunk:
                     code = self.proc.wait(timeout=30)
                     raise WorkerFailure(
-                        f"{self.runner} worker died during {what} ({_describe_exit(code)})."
+                        f"{self.runner} worker died during {what} ({describe_exit(code)})."
                         f"{LOG_TAIL_MARK}{log_tail(self.log_path)}"
                     )
                 self._buf += chunk
@@ -167,7 +167,7 @@ class Worker:
                 pass
 
 
-def _describe_exit(code: int | None) -> str:
+def describe_exit(code: int | None) -> str:
     if code is None:
         return "still running"
     if code < 0:

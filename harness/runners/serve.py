@@ -5,13 +5,13 @@ free port (same model-runner environment as the offline V1/V2 workers: harness.p
 for /health, and sends every item of a case as its own request, many in flight at once, so the
 server batches them dynamically as it does for users. Answers are matched to items by request,
 never by arrival order. The server belongs to the worker's process group: a worker that is killed
-takes its server with it; `unload` stops it (SIGTERM, then SIGKILL of the whole tree).
+takes its server with it; `unload` stops it (SIGTERM, then SIGKILL of the whole tree). A server
+that dies during a case fails that case; the next case starts a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import socket
@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from harness.runners import LoadRequest, pool
+from harness.runners.serve_decode import ServerFailure, decode_base64, match_rerank, same_length
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 420.0  # a server start on 2 cores: API process + engine core, each importing vLLM
@@ -70,10 +71,6 @@ def runner_from_log(text: str) -> tuple[str, str]:
     return "unknown", "server log names no model runner"
 
 
-class ServerFailure(RuntimeError):
-    """The server did not start, died, or answered with an error; the message carries its log tail."""
-
-
 class ServeRunner:
     def __init__(self, variant: str | None):
         if variant not in ("v1", "v2", "auto"):
@@ -84,6 +81,11 @@ class ServeRunner:
         self.model = ""
         self.log_path: Path | None = None
         self.last_meta: list[dict] = []
+        self.transport = None  # an httpx transport for the requests; None: the network (tests pass a double)
+        self.started_with: tuple[LoadRequest, dict] | None = None  # what a restart starts again
+        self.tree: list = []  # the server's child processes (engine core), stopped with it even if it died
+        self.restarts = 0
+        self._lost: str | None = None  # why the connection to the server was lost during this case
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -94,19 +96,9 @@ class ServeRunner:
         budget = kv_budget_of(req.model_dir, req.dtype, req.engine)
         engine = {**Platform(req.device).engine_defaults(budget.bytes), "seed": 0, **req.engine}
         self.model = req.model_dir
+        self.started_with = (req, engine)
         t0 = time.perf_counter()
-        last = ""
-        for _ in range(PORT_ATTEMPTS):
-            port = free_port()
-            try:
-                self._start(req, engine, port)
-                break
-            except ServerFailure as e:
-                last = str(e)
-                if "address already in use" not in last.lower():
-                    raise
-        else:
-            raise ServerFailure(f"no free port after {PORT_ATTEMPTS} attempts: {last}")
+        refused = self._launch()
         assert self.log_path is not None
         actual, evidence = runner_from_log(self.log_path.read_text(errors="replace"))
         return {
@@ -115,10 +107,28 @@ class ServeRunner:
             "device": req.device, "engine_kwargs": engine, "kv_budget": budget.as_info(),
             "effective": {"kv_cache_memory_bytes": engine.get("kv_cache_memory_bytes")},
             "server": {"url": self.url, "pid": self.proc.pid if self.proc else None, "module": SERVER_MODULE,
-                       "start_seconds": time.perf_counter() - t0, "log": str(self.log_path)},
+                       "start_seconds": time.perf_counter() - t0, "log": str(self.log_path),
+                       "ports_in_use": refused},
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
             "versions": {"vllm": _version()},
         }
+
+    def _launch(self) -> list[int]:
+        """Start the server on a free port; a port taken meanwhile (by anyone) is retried on another.
+        Returns the ports found taken."""
+        assert self.started_with is not None
+        refused: list[int] = []
+        for _ in range(PORT_ATTEMPTS):
+            port = free_port()
+            try:
+                self._start(*self.started_with, port)
+                return refused
+            except ServerFailure as e:
+                if "address already in use" not in str(e).lower():
+                    raise
+                refused.append(port)
+                last = str(e)
+        raise ServerFailure(f"no free port after {PORT_ATTEMPTS} attempts (ports {refused} were in use): {last}")
 
     def _start(self, req: LoadRequest, engine: dict, port: int) -> None:
         import httpx
@@ -144,6 +154,7 @@ class ServeRunner:
                                     f"--- server log tail ---\n{log_tail(self.log_path)}")
             try:
                 if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
+                    self.tree = _children(self.proc.pid)
                     return
             except httpx.HTTPError:
                 pass
@@ -154,71 +165,133 @@ class ServeRunner:
 
     def unload(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
+        tree, self.tree = self.tree, []
+        if proc is not None and proc.poll() is None:
+            tree = _children(proc.pid) or tree
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         import psutil
 
-        try:
-            tree = psutil.Process(proc.pid).children(recursive=True)
-        except psutil.Error:
-            tree = []
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for child in tree:  # engine core processes left behind by a server that did not stop them
+        for child in tree:  # engine core processes left behind by a server that did not stop them (or died)
             try:
                 child.kill()
             except psutil.Error:
                 pass
+        deadline = time.monotonic() + 10  # gone before unload returns, not just signalled
+        while time.monotonic() < deadline and any(_running(p) for p in tree):
+            time.sleep(0.1)
+
+    def _ensure_running(self) -> None:
+        """A server that died since the last case (killed, crashed) is started again for this one."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        if self.started_with is None:
+            raise ServerFailure("no server: run requested before a model was loaded")
+        self.unload()
+        self.restarts += 1
+        self._launch()
 
     # --- requests ----------------------------------------------------------------------------
 
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
-        if self.proc is None or self.proc.poll() is not None:
-            raise ServerFailure("the server is not running (it died after start?).\n"
-                                f"--- server log tail ---\n{log_tail(self.log_path) if self.log_path else ''}")
+        self._ensure_running()
+        self._lost = None
+        try:
+            return self._run(task, items, options)
+        except ServerFailure as e:  # every server fault carries the server's own log
+            raise ServerFailure(f"{e}\n--- server log tail ---\n{log_tail(self.log_path) if self.log_path else ''}") from None
+
+    def _run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
         from harness.checks import run_with_options
 
+        # (input index, item): messages name the item as the case numbers it, whatever the send order
+        numbered = [(i, tuple(it) if isinstance(it, list) else it) for i, it in enumerate(items)]  # pairs arrive as lists
+        if task == "score" and options.get("api") == "rerank":
+            def call(batch: list) -> list:
+                return asyncio.run(self._rerank_all([it for _, it in batch], options))
+        else:
+            def call(batch: list) -> list:
+                return asyncio.run(self._send_all(task, batch, options))
         # a request pattern (shuffle, one_by_one) is a send order here; every item is its own request
-        answered = run_with_options(lambda batch: asyncio.run(self._send_all(task, batch, options)), list(items),
-                                    {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")})
-        self.last_meta = [meta for _, meta in answered]
+        answered = run_with_options(call, numbered, {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")})
+        # a case that ran on a server restarted after an earlier one died says so (info.requests)
+        self.last_meta = [{**meta, "server_restarts": self.restarts} for _, meta in answered]
         return [out for out, _ in answered]
 
-    async def _send_all(self, task: str, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
+    def _client(self, options: dict):
         import httpx
 
-        limit = asyncio.Semaphore(int(options.get("max_in_flight", MAX_IN_FLIGHT)))
-        timeout = float(options.get("request_timeout", REQUEST_TIMEOUT))
-        async with httpx.AsyncClient(base_url=self.url, timeout=timeout) as client:
+        return httpx.AsyncClient(base_url=self.url, timeout=float(options.get("request_timeout", REQUEST_TIMEOUT)),
+                                 transport=self.transport)
+
+    async def _send_all(self, task: str, numbered: list, options: dict) -> list[tuple[np.ndarray, dict]]:
+        send = _Limited(options)
+        async with self._client(options) as client:
             async def one(i: int, item):
-                async with limit:
-                    return await self._one(client, task, i, item, options)
-            return list(await asyncio.gather(*(one(i, it) for i, it in enumerate(items))))
+                (out, meta), at_send = await send(lambda: self._one(client, task, i, item, options))
+                return out, {**meta, "in_flight": at_send}
+            # gather keeps each answer with its own request: arrival order never matters
+            answered = list(await asyncio.gather(*(one(i, it) for i, it in numbered)))
+        if options.get("encoding_format") == "base64":
+            same_length([out for out, _ in answered], [i for i, _ in numbered])
+        return answered
 
-    async def _post(self, client, path: str, body: dict, i: int) -> dict:
+    async def _rerank_all(self, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
+        """Each query with its documents as one /rerank request (all documents), plus one with
+        top_n when the case sets it; answers are matched to documents by their `index`."""
+        from harness.inputs import query_groups
+
+        send = _Limited(options)
+        top_n = options.get("top_n")
+        async with self._client(options) as client:
+            async def both(body: dict, g: int) -> tuple[dict, dict | None]:
+                full = await self._post(client, "/rerank", body, f"query group {g}")
+                top = await self._post(client, "/rerank", {**body, "top_n": top_n}, f"query group {g}") if top_n else None
+                return full, top
+
+            async def one(g: int, group: list[int]):
+                body = {"model": self.model, "query": items[group[0]][0], "documents": [items[j][1] for j in group]}
+                (full, top), at_send = await send(lambda: both(body, g))
+                return [(out, {**meta, "in_flight": at_send}) for out, meta in
+                        match_rerank(g, body["documents"], full, top, top_n)]
+            groups = query_groups(tuple(items))
+            answers = await asyncio.gather(*(one(g, group) for g, group in enumerate(groups)))
+        out: list = [None] * len(items)
+        for group, answer in zip(groups, answers):
+            for j, pair in zip(group, answer):
+                out[j] = pair
+        return out
+
+    async def _post(self, client, path: str, body: dict, what) -> dict:
         import httpx
 
+        what = f"item {what}" if isinstance(what, int) else what
         try:
             r = await client.post(path, json=body)
         except httpx.TimeoutException:
-            raise ServerFailure(f"request {i} to {path} timed out after {client.timeout.read} s") from None
+            raise ServerFailure(f"request for {what} to {path} timed out after {client.timeout.read} s") from None
+        except httpx.TransportError as e:
+            raise ServerFailure(self._connection_lost(f"request for {what} to {path}", e)) from None
         if r.status_code >= 400:
-            raise ServerFailure(f"HTTP {r.status_code} from {path} for item {i}: {r.text[:500]}")
+            raise ServerFailure(f"HTTP {r.status_code} from {path} for {what}: {r.text[:500]}")
         return r.json()
 
     async def _one(self, client, task: str, i: int, item, options: dict) -> tuple[np.ndarray, dict]:
         trunc = {"truncate_prompt_tokens": int(options["truncate"])} if options.get("truncate") else {}
+        dims = {"dimensions": int(options["dimensions"])} if options.get("dimensions") else {}
         base = {"model": self.model, **trunc}
         if task == "embed":
             fmt = options.get("encoding_format", "float")
-            ans = await self._post(client, "/v1/embeddings", {**base, "input": item, "encoding_format": fmt}, i)
+            # base64 bytes asked for explicitly as float32, little-endian (vLLM's default is native order)
+            dtype = {"embed_dtype": "float32", "endianness": "little"} if fmt == "base64" else {}
+            body = {**base, **dims, "input": item, "encoding_format": fmt, **dtype}
+            ans = await self._post(client, "/v1/embeddings", body, i)
             vec = ans["data"][0]["embedding"]
-            out = (np.frombuffer(base64.b64decode(vec), dtype="<f4") if fmt == "base64"
-                   else np.asarray(vec, dtype=np.float32))
+            out = decode_base64(vec, i) if fmt == "base64" else np.asarray(vec, dtype=np.float32)
         elif task == "classify":
             ans = await self._post(client, "/classify", {**base, "input": item}, i)
             out = np.asarray(ans["data"][0]["probs"], dtype=np.float32)
@@ -236,7 +309,60 @@ class ServeRunner:
         if isinstance(item, str) and not trunc:  # pairs and images: /tokenize takes one text
             tok = await self._post(client, "/tokenize", {"model": self.model, "prompt": item}, i)
             ids = [int(t) for t in tok["tokens"]]
-        return out.astype(np.float32), {"prompt_token_ids": ids, "num_cached_tokens": None}
+        usage = (ans.get("usage") or {}).get("prompt_tokens")  # what the server says it ran, one prompt here
+        return out.astype(np.float32), {"prompt_token_ids": ids, "num_cached_tokens": None, "usage_prompt_tokens": usage}
+
+    def _connection_lost(self, what: str, e: Exception) -> str:
+        """Why a request lost its connection: the server exited (with how), or the connection alone."""
+        from harness.runners.pool import describe_exit
+
+        if self._lost is None:
+            code = None
+            if self.proc is not None:
+                try:
+                    code = self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+            self._lost = (f"server exited ({describe_exit(code)}) during the case" if code is not None
+                          else "connection to the server lost (the server is still running)")
+        return f"{self._lost}: {what} failed with {type(e).__name__}: {e}"
+
+
+class _Limited:
+    """At most `max_in_flight` requests (or request pairs) outstanding at once; each awaited one
+    comes back with how many were outstanding when it was sent, itself included."""
+
+    def __init__(self, options: dict):
+        self.limit = asyncio.Semaphore(int(options.get("max_in_flight", MAX_IN_FLIGHT)))
+        self.in_flight = 0
+
+    async def __call__(self, request):
+        async with self.limit:
+            self.in_flight += 1
+            at_send = self.in_flight
+            try:
+                return await request(), at_send
+            finally:
+                self.in_flight -= 1
+
+
+def _running(proc) -> bool:
+    """Still running; a zombie (dead, not yet reaped by whoever adopted it) counts as gone."""
+    import psutil
+
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _children(pid: int) -> list:
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
 
 
 def _version() -> str | None:

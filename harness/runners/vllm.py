@@ -159,15 +159,20 @@ class VllmRunner:
         from harness.checks import run_with_options
 
         tok = {"truncation": True, "max_length": int(options["truncate"])} if options.get("truncate") else None
-        answered = run_with_options(lambda batch: self._call(task, batch, tok), list(items), options)
+        dims = int(options["dimensions"]) if options.get("dimensions") else None
+        answered = run_with_options(lambda batch: self._call(task, batch, tok, dims), list(items), options)
         # per request, in input order: what the engine saw (for the checks' proof of effect)
         self.last_meta = [meta for _, meta in answered]
         return [out for out, _ in answered]
 
-    def _call(self, task: str, items: list, tok: dict | None) -> list[tuple[np.ndarray, dict]]:
+    def _call(self, task: str, items: list, tok: dict | None, dims: int | None = None) -> list[tuple[np.ndarray, dict]]:
         kw: dict[str, Any] = {"use_tqdm": False}
         if tok:
             kw["tokenization_kwargs"] = dict(tok)
+        if dims is not None:  # Matryoshka; the matrix allows it on embed cases only
+            from vllm import PoolingParams
+
+            kw["pooling_params"] = PoolingParams(dimensions=dims)
         if task == "embed":
             prompts = [_prompt(it) for it in items]
             return [(np.asarray(o.outputs.embedding, dtype=np.float32), _meta(o)) for o in self.llm.embed(prompts, **kw)]

@@ -87,9 +87,12 @@ def _requests(runner, out: str) -> dict | None:
         json.dump(meta, f)
     lengths = [len(m["prompt_token_ids"]) for m in meta if m.get("prompt_token_ids") is not None]
     cached = [m["num_cached_tokens"] for m in meta if m.get("num_cached_tokens") is not None]
+    in_flight = [m["in_flight"] for m in meta if m.get("in_flight") is not None]
     return {"count": len(meta), "max_prompt_tokens": max(lengths, default=None),
             "min_prompt_tokens": min(lengths, default=None), "cached_tokens": sum(cached) if cached else None,
-            "requests_with_cache_hits": sum(1 for c in cached if c > 0) if cached else None}
+            "requests_with_cache_hits": sum(1 for c in cached if c > 0) if cached else None,
+            "peak_in_flight": max(in_flight, default=None),
+            "server_restarts": max((m["server_restarts"] for m in meta if "server_restarts" in m), default=None)}
 
 
 def memory_mb() -> dict[str, float | None]:

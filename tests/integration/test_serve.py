@@ -1,12 +1,19 @@
 """vLLM's HTTP server against HF on V1 and V2: concurrent requests, float and base64 answers,
-token ids, a server that cannot start, and no process left behind."""
+token ids, a server that cannot start, a port already taken, a server killed mid-case and
+restarted, and no process left behind."""
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
+import numpy as np
+import psutil
 import pytest
 
 from tests.conftest import ROOT
@@ -68,3 +75,99 @@ def test_a_request_that_times_out_and_an_http_error_each_get_their_verdict(serve
     # the server that answered them kept serving the other cases of its model
     assert results[("srv-embed", "vllm-serve-v1")]["status"] == "pass"
     assert timeout["info"]["server"]["pid"] == results[("srv-embed", "vllm-serve-v1")]["info"]["server"]["pid"]
+
+
+# --- one real server driven directly (no worker): a taken port, a server killed mid-case, a restart ---
+
+class _KillServerAfter(httpx.AsyncBaseTransport):
+    """The real transport; on the n-th request it SIGKILLs the server first (a crash mid-case)."""
+
+    def __init__(self, n: int, pid: int):
+        self.inner, self.n, self.pid, self.count = httpx.AsyncHTTPTransport(), n, pid, 0
+
+    async def handle_async_request(self, request):
+        self.count += 1
+        if self.count == self.n:
+            os.kill(self.pid, signal.SIGKILL)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
+@pytest.fixture(scope="module")
+def live_server():
+    from harness.matrix import SyntheticModel
+    from harness.models import resolve
+    from harness.platform import Platform
+    from harness.runners import LoadRequest
+    from harness.runners import serve
+
+    model = resolve(SyntheticModel(source="synthetic", arch="BertModel", seed=0, pooling="mean", normalize=True), ROOT)
+    env = Platform("cpu").worker_env("vllm-serve-v1")
+    saved = {k: os.environ.get(k) for k in env}
+    for k, v in env.items():
+        os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()  # bound and listening: the server's bind of this port fails
+    first = iter([taken.getsockname()[1]])
+    real_free_port = serve.free_port
+    serve.free_port = lambda: next(first, None) or real_free_port()
+    runner = serve.ServeRunner("v1")
+    pids: list[int] = []
+    try:
+        t0 = time.perf_counter()
+        info = runner.load(LoadRequest(model_dir=str(model.path), dtype="float32", device="cpu"))
+        info["test_load_seconds"] = time.perf_counter() - t0
+        yield runner, info, taken.getsockname()[1], pids
+    finally:
+        runner.unload()
+        serve.free_port = real_free_port
+        taken.close()
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+TEXTS = ["a cat sat on the mat", "the river runs past the old mill", "tiny models answer in milliseconds"] * 8
+
+
+def _server_pids(runner) -> list[int]:
+    return [runner.proc.pid, *(p.pid for p in runner.tree)]
+
+
+def test_a_port_already_taken_is_retried_on_another(live_server):
+    runner, info, taken, pids = live_server
+    assert info["server"]["ports_in_use"] == [taken], info["server"]
+    assert not runner.url.endswith(f":{taken}") and runner.run("embed", TEXTS, {})[0].shape == (64,)
+
+
+def test_a_server_killed_mid_case_errors_that_case_and_the_next_case_restarts_it(live_server):
+    from harness.runners.serve import ServerFailure
+
+    runner, _, _, pids = live_server
+    before = runner.run("embed", TEXTS, {"max_in_flight": 1})
+    killed = _server_pids(runner)
+    pids += killed
+    runner.transport = _KillServerAfter(5, runner.proc.pid)
+    with pytest.raises(ServerFailure) as e:
+        runner.run("embed", TEXTS, {"max_in_flight": 1})
+    assert str(e.value).startswith("server exited (killed by SIGKILL"), str(e.value)
+    assert "--- server log tail ---" in str(e.value)
+    runner.transport = None
+    t0 = time.perf_counter()
+    after = runner.run("embed", TEXTS, {})  # the next case: a fresh server, the same answers
+    print(f"restart and case: {time.perf_counter() - t0:.1f} s")
+    pids += _server_pids(runner)
+    assert runner.restarts == 1 and runner.proc.pid not in killed
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    for pid in killed:  # the killed server's engine core went with the restart
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
+
+
+def test_no_process_of_the_live_server_outlives_unload(live_server):
+    runner, _, _, pids = live_server
+    pids += _server_pids(runner)
+    runner.unload()
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert pids and not alive, alive

@@ -1,8 +1,26 @@
-"""The server runner's pieces that need no server: flags, names, the runner read from the log."""
+"""The server runner's pieces that need no server: flags, names, the runner read from the log, and
+its handling of answers, from a test double of the server."""
 
+import asyncio
+import base64
+import hashlib
+import json
+import re
+import signal
+
+import httpx
+import numpy as np
+import pytest
+
+from harness.checks import expand_checks
+from harness.compare import measure
+from harness.inputs import input_set
+from harness.matrix import Case, MatrixError, Tolerance, load_matrix
 from harness.platform import Platform
 from harness.runners import model_runner_variant, runner_kind
-from harness.runners.serve import cli_args, free_port, runner_from_log
+from harness.runners import serve_decode
+from harness.runners.serve import ServeRunner, ServerFailure, cli_args, free_port, runner_from_log
+from harness.verdict import check_not_in_effect, judge
 
 
 def test_engine_kwargs_become_server_flags():
@@ -34,3 +52,320 @@ def test_free_port_is_on_loopback_and_bindable():
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+# --- answers from a test double of the server (httpx.MockTransport), checked as a run checks them ---
+
+PAIRS = input_set("query-document-pairs").items
+SCORE_TOL = Tolerance(max_abs=1e-5, max_rel=1e-4, rank_disagreement=0.0)
+
+
+def _score(query: str, doc: str) -> float:
+    return float(np.random.default_rng(int.from_bytes(hashlib.sha256(f"{query}|{doc}".encode()).digest()[:4], "little")).random())
+
+
+class _Alive:
+    pid = 0
+
+    def poll(self):
+        return None
+
+
+def _served(handler) -> ServeRunner:
+    runner = ServeRunner("v1")
+    runner.url, runner.model, runner.proc = "http://server.test", "m", _Alive()
+    runner.transport = httpx.MockTransport(handler)
+    return runner
+
+
+def _rerank_server(fault: str = ""):
+    async def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/rerank"
+        await asyncio.sleep(0.001)  # a server takes time: the other groups' requests go out meanwhile
+        body = json.loads(request.content)
+        results = sorted(({"index": k, "document": {"text": d}, "relevance_score": _score(body["query"], d)}
+                          for k, d in enumerate(body["documents"])), key=lambda r: -r["relevance_score"])
+        if fault in ("swap-index", "swap-result"):  # two results claim each other's document
+            a, b = results[0], results[1]
+            a["index"], b["index"] = b["index"], a["index"]
+            if fault == "swap-result":  # ... and carry its text too: only the scores can tell
+                a["document"], b["document"] = b["document"], a["document"]
+        if fault == "top-n-ignored":
+            body["top_n"] = 0
+        tokens = sum(len(_ids(f"{body['query']} {d}")) for d in body["documents"]) + (fault == "usage-off")
+        return httpx.Response(200, json={"results": results[:body.get("top_n") or None], "usage": {"prompt_tokens": tokens}})
+    return handler
+
+
+def _rerank_measure(fault: str = "", top_n: int | None = 2):
+    runner = _served(_rerank_server(fault))
+    got = runner.run("score", [list(p) for p in PAIRS], {"api": "rerank", "top_n": top_n, "max_in_flight": 4})
+    ref = [np.asarray([_score(q, d)], dtype=np.float32) for q, d in PAIRS]
+    ref_ids = [_ids(f"{q} {d}") for q, d in PAIRS]
+    return measure(SCORE_TOL, ("max_abs", "max_rel", "rank_disagreement"), ref, got, PAIRS, ref_ids, None, runner.last_meta)
+
+
+def test_a_rerank_answer_matching_the_reference_passes_with_its_checks_named():
+    m = _rerank_measure()
+    assert m.problem is None and all(x.ok for x in m.metrics), m
+    assert m.notes["rerank"] == ("rerank: 6 query groups ranked as the reference, results matched by index; "
+                                 "top_n=2 returned each group's top 2")
+    assert m.notes["usage"] == "usage.prompt_tokens equal to the reference's token count for 24 of 24 items"
+
+
+@pytest.mark.parametrize("fault, expected", [
+    ("swap-index", "carries another document's text (index mapped wrongly)"),
+    ("swap-result", "the server ranks items"),
+    ("top-n-ignored", "top_n=2 returned 4 documents for 4, expected 2"),
+    ("usage-off", "usage.prompt_tokens of /rerank query group 0 (items [0, 1, 2, 3]) is "),
+])
+def test_a_reordered_or_untruncated_rerank_answer_fails(fault, expected):
+    m = _rerank_measure(fault)
+    assert m.problem is not None and expected in m.problem, m.problem
+    assert judge(_case("score"), "vllm-serve-v1", m).status == "fail"
+
+
+def test_rerank_results_are_matched_by_index_not_position():
+    # the server lists results best first: positions differ from the order sent for most groups
+    runner = _served(_rerank_server())
+    got = runner.run("score", [list(p) for p in PAIRS], {"api": "rerank", "max_in_flight": 4})
+    assert max(meta["in_flight"] for meta in runner.last_meta) == 4  # 6 query groups, 4 at once
+    assert [float(g[0]) for g in got] == pytest.approx([_score(q, d) for q, d in PAIRS], abs=1e-7)
+    assert any(meta["rerank"]["rank"] != k % 4 for k, meta in enumerate(runner.last_meta))
+
+
+def test_a_rerank_index_out_of_range_is_the_servers_error():
+    def handler(request):
+        return httpx.Response(200, json={"results": [{"index": 9, "relevance_score": 0.5}]})
+    with pytest.raises(ServerFailure, match=r"result 0 has index 9; expected each of 0..3 at most once"):
+        _served(handler).run("score", [list(p) for p in PAIRS], {"api": "rerank"})
+
+
+def test_rerank_needs_a_score_case_and_top_n_needs_rerank(write_matrix):
+    head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: short-texts, runners: [hf],\n"
+    tol = "     tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}, serve: %s}\n"
+    with pytest.raises(MatrixError, match="serve.api 'rerank' needs task 'score', not 'embed'"):
+        load_matrix(write_matrix(head % "embed" + tol % "{api: rerank}"))
+    with pytest.raises(MatrixError, match="serve.top_n applies to serve.api 'rerank' only"):
+        load_matrix(write_matrix(head % "embed" + tol % "{top_n: 2}"))
+
+
+def _case(task: str, tolerance: Tolerance = SCORE_TOL):
+    return Case(id="c", family="f", task=task, model={"source": "synthetic", "arch": "BertModel"}, inputs="short-texts",
+                runners=["hf", "vllm-serve-v1"], tolerances={"float32": tolerance})
+
+
+TEXTS = input_set("short-texts").items
+EMBED_TOL = Tolerance(cosine_distance=1e-6, max_abs=1e-5)
+
+
+def _ids(text: str) -> list[int]:
+    return [101, *(len(w) for w in text.split()), 102]
+
+
+def _vector(text: str) -> list[float]:
+    return [float(x) for x in np.random.default_rng(len(text) * 7919 + len(text.split())).normal(size=8)]
+
+
+def _embed_server(usage_offset: int = 0):
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
+        n = len(_ids(body["input"])) + usage_offset * (body["input"] == TEXTS[3])
+        return httpx.Response(200, json={"data": [{"embedding": _vector(body["input"])}],
+                                         "usage": {"prompt_tokens": n, "total_tokens": n}})
+    return handler
+
+
+def _embed_measure(handler, options: dict | None = None):
+    runner = _served(handler)
+    got = runner.run("embed", list(TEXTS), options or {})
+    ref = [np.asarray(_vector(t), dtype=np.float32) for t in TEXTS]
+    return measure(EMBED_TOL, ("cosine_distance", "max_abs"), ref, got, TEXTS, [_ids(t) for t in TEXTS],
+                   [m["prompt_token_ids"] for m in runner.last_meta], runner.last_meta)
+
+
+def test_usage_prompt_tokens_equal_to_the_reference_token_count_is_noted():
+    m = _embed_measure(_embed_server())
+    assert m.problem is None and all(x.ok for x in m.metrics)
+    assert m.notes["usage"] == f"usage.prompt_tokens equal to the reference's token count for {len(TEXTS)} of {len(TEXTS)} items"
+
+
+def test_usage_prompt_tokens_off_by_one_fails_naming_the_item():
+    m = _embed_measure(_embed_server(usage_offset=1))
+    n = len(_ids(TEXTS[3]))
+    assert m.problem == f"usage.prompt_tokens of item 3 is {n + 1}, but the reference ran {n} tokens (input {TEXTS[3]!r})"
+    assert judge(_case("embed", EMBED_TOL), "vllm-serve-v1", m).status == "fail"
+
+
+def _delayed_embed_server(swap_pairs: bool = False):
+    """Answers arrive in reverse order of sending (later texts are answered sooner). With
+    swap_pairs, two requests in flight together get each other's answer: a server that mixes up
+    concurrent requests; a request alone gets its own."""
+    waiting: list = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
+        text = body["input"]
+        await asyncio.sleep(0.002 * (len(TEXTS) - TEXTS.index(text)))
+        if swap_pairs:
+            if waiting:
+                partner, box = waiting.pop()
+                box.set_result(text)
+                text = partner
+            else:
+                box = asyncio.get_running_loop().create_future()
+                waiting.append((text, box))
+                try:
+                    text = await asyncio.wait_for(asyncio.shield(box), 0.05)
+                except asyncio.TimeoutError:
+                    waiting.remove((text, box))
+        n = len(_ids(body["input"]))
+        return httpx.Response(200, json={"data": [{"embedding": _vector(text)}], "usage": {"prompt_tokens": n}})
+    return handler
+
+
+def test_concurrent_answers_are_matched_by_request_and_the_peak_in_flight_is_recorded():
+    m = _embed_measure(_delayed_embed_server(), {"max_in_flight": 16})
+    assert m.problem is None and all(x.ok for x in m.metrics), m
+    runner = _served(_delayed_embed_server())
+    runner.run("embed", list(TEXTS), {"max_in_flight": 16})
+    assert max(meta["in_flight"] for meta in runner.last_meta) == 16
+    runner.run("embed", list(TEXTS), {"max_in_flight": 1})
+    assert {meta["in_flight"] for meta in runner.last_meta} == {1}
+
+
+def test_a_server_that_swaps_concurrent_answers_fails_concurrent_and_passes_sequential():
+    swapped = _embed_measure(_delayed_embed_server(swap_pairs=True), {"max_in_flight": 16})
+    verdict = judge(_case("embed", EMBED_TOL), "vllm-serve-v1", swapped)
+    assert verdict.status == "fail" and "cosine_distance" in verdict.reason, verdict.reason
+    alone = _embed_measure(_delayed_embed_server(swap_pairs=True), {"max_in_flight": 1})
+    assert judge(_case("embed", EMBED_TOL), "vllm-serve-v1", alone).status == "pass"
+
+
+@pytest.mark.parametrize("check, peak, error", [
+    ("concurrent", 16, None), ("concurrent", 1, "at most 1 requests were in flight at once (more than one needed)"),
+    ("sequential", 1, None), ("sequential", 3, "at most 3 requests were in flight at once (exactly one needed)"),
+    ("sequential", None, "at most None requests were in flight at once (exactly one needed)"),
+])
+def test_a_concurrency_check_must_prove_it_took_effect(check, peak, error):
+    base = _case("embed", EMBED_TOL).model_copy(update={"checks": [check]})
+    (derived,) = [c for c in expand_checks([base]) if c.variant_of]
+    assert derived.runners == ["vllm-serve-v1"] and derived.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
+    reason = check_not_in_effect(derived, {"requests": {"peak_in_flight": peak}})
+    assert reason == (None if error is None else f"invariance check {check} did not take effect: " + error)
+
+
+# --- faults: each its own error, with the server's log tail ---
+
+def _b64(vector, dtype: str = "<f4") -> str:
+    return base64.b64encode(np.asarray(vector, dtype=dtype).tobytes()).decode()
+
+
+def _base64_server(cut_item: int | None = None, cut=lambda vector: _b64(vector)):
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
+        assert (body["encoding_format"], body["embed_dtype"], body["endianness"]) == ("base64", "float32", "little")
+        vector = _vector(body["input"])
+        payload = cut(vector) if cut_item is not None and body["input"] == TEXTS[cut_item] else _b64(vector)
+        return httpx.Response(200, json={"data": [{"embedding": payload}]})
+    return handler
+
+
+def _with_log(runner: ServeRunner, tmp_path) -> ServeRunner:
+    runner.log_path = tmp_path / "server.log"
+    runner.log_path.write_text("INFO the server's own words\nERROR EngineCore failed: boom\n")
+    return runner
+
+
+def test_http_500_is_an_error_naming_the_item_with_the_server_log_tail(tmp_path):
+    def handler(request):
+        return httpx.Response(500, text='{"error": "Internal Server Error"}')
+    runner = _with_log(_served(handler), tmp_path)
+    with pytest.raises(ServerFailure) as e:
+        runner.run("embed", list(TEXTS), {"shuffle_seed": 3})
+    assert re.match(r"HTTP 500 from /v1/embeddings for item \d+: \{\"error\": \"Internal Server Error\"\}", str(e.value))
+    assert str(e.value).endswith("--- server log tail ---\nINFO the server's own words\nERROR EngineCore failed: boom")
+
+
+@pytest.mark.parametrize("cut, message", [
+    (lambda v: _b64(v)[:-4], "item 5: the base64 embedding decodes to 30 bytes, not a whole number of 4-byte float32 "
+                             "values (truncated?)"),
+    (lambda v: _b64(v)[:-3], "item 5: the base64 embedding (41 characters) does not decode"),
+    (lambda v: _b64(v[:-1]), "item 5: the base64 embedding decodes to 28 bytes, expected 32 (8 float32 values, "
+                             "as 23 of the 24 items have)"),
+], ids=["cut-mid-value", "cut-mid-group", "one-value-short"])
+def test_a_truncated_base64_payload_names_the_item_and_the_bytes_expected(tmp_path, cut, message):
+    runner = _with_log(_served(_base64_server(cut_item=5, cut=cut)), tmp_path)
+    with pytest.raises(ServerFailure, match=re.escape(message)) as e:
+        runner.run("embed", list(TEXTS), {"encoding_format": "base64", "shuffle_seed": 1})
+    assert "--- server log tail ---" in str(e.value)
+
+
+def test_base64_decoded_as_float32_matches_and_decoded_with_a_wrong_dtype_fails(monkeypatch):
+    assert len(TEXTS) == 24
+    m = _embed_measure(_base64_server(), {"encoding_format": "base64"})
+    assert m.problem is None and all(x.ok for x in m.metrics), m
+    monkeypatch.setattr(serve_decode, "EMBED_DTYPE", "<f2")  # seeded mutation: the bytes read as float16
+    m = _embed_measure(_base64_server(), {"encoding_format": "base64"})
+    assert m.problem == "shape mismatch at item 0: reference [8], runner [16]"
+    assert judge(_case("embed", EMBED_TOL), "vllm-serve-v1", m).status == "fail"
+
+
+class _Exited:
+    pid = 0
+    returncode = -signal.SIGKILL
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+
+def test_a_connection_lost_to_a_server_that_exited_says_how_it_exited(tmp_path):
+    runner = _with_log(_served(lambda request: (_ for _ in ()).throw(httpx.RemoteProtocolError("peer closed"))), tmp_path)
+    runner.proc.poll = lambda: (setattr(runner, "proc", _Exited()), None)[1]  # alive at the start, dead after
+    with pytest.raises(ServerFailure, match=r"^server exited \(killed by SIGKILL.*\) during the case: request for "
+                                            r"item \d+ to /v1/embeddings failed with RemoteProtocolError: peer closed"):
+        runner.run("embed", list(TEXTS), {})
+
+
+def test_the_next_case_restarts_a_server_that_died(monkeypatch):
+    runner = _served(_embed_server())
+    runner.proc, runner.started_with = _Exited(), ("request", {})
+    monkeypatch.setattr(runner, "_launch", lambda: setattr(runner, "proc", _Alive()) or [])
+    runner.run("embed", list(TEXTS), {})
+    assert runner.restarts == 1 and isinstance(runner.proc, _Alive)
+    assert {meta["server_restarts"] for meta in runner.last_meta} == {1}  # the result says it ran on a restart
+
+
+# --- dimensions (Matryoshka) ---
+
+def test_the_matryoshka_reference_truncates_and_renormalises_only_a_normalising_model():
+    from harness.runners.hf import matryoshka
+
+    v = np.array([[3.0, 4.0, 12.0], [0.0, 2.0, 1.0]], dtype=np.float32)
+    np.testing.assert_allclose(matryoshka(v, 2, normalize=True), [[0.6, 0.8], [0.0, 1.0]], rtol=1e-7)
+    assert matryoshka(v, 2, normalize=False).tolist() == [[3.0, 4.0], [0.0, 2.0]]
+    with pytest.raises(ValueError, match="dimensions 4 is more than the model's 3"):
+        matryoshka(v, 4, normalize=True)
+
+
+def test_dimensions_are_sent_to_the_server_and_apply_to_embed_cases_only():
+    sent = []
+
+    def handler(request):
+        body = json.loads(request.content)
+        sent.append(body.get("dimensions"))
+        return httpx.Response(200, json={"tokens": [1]} if request.url.path == "/tokenize" else
+                              {"data": [{"embedding": [1.0, 0.0]}], "usage": {"prompt_tokens": 1}})
+    _served(handler).run("embed", ["a text"], {"dimensions": 2})
+    assert sent == [2, None]  # the embeddings request, then /tokenize
+    with pytest.raises(ValueError, match="dimensions applies to task 'embed' only, not 'score'"):
+        Case.model_validate({**_case("score").model_dump(), "dimensions": 2})

@@ -63,7 +63,12 @@ def run_once(mode: str, args: list[str], out: Path) -> dict:
         "phases": {
             "worker_start_s": sum((i.get("worker_start_seconds") or 0) + (i.get("import_seconds") or 0)
                                   for i in loads.values()),
-            "engine_start_and_model_load_s": sum((i.get("load_seconds") or 0) for i in loads.values()),
+            "engine_start_and_model_load_s": sum((i.get("load_seconds") or 0) for (r, *_), i in loads.items()
+                                                 if not r.startswith("vllm-serve")),
+            # the server rows' own phase: each load there is a `vllm serve` start (3 processes)
+            "server_start_s": sum((i.get("load_seconds") or 0) for (r, *_), i in loads.items()
+                                  if r.startswith("vllm-serve")),
+            "server_rows": sum(r["runner"].startswith("vllm-serve") for r in results),
             "forward_s": sum((r["run_seconds"] or 0) for r in results) + ref_run,
             "plan_and_model_build_s": report["phases"].get("plan_seconds"),
             "compare_and_report_s": report["phases"].get("compare_seconds"),
@@ -120,12 +125,14 @@ def main() -> int:
         summary["ratio_a_over_c"] = med["a_default_matrix"] / med["c_default_matrix_golden"]
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(summary, indent=2))
-    print("\nmode                       median wall  w.start  engine+load  forward  compare  loads  peak RSS (harness / worker)")
+    print("\nmode                       median wall  w.start  engine+load  server start (rows)  forward  compare  "
+          "loads  peak RSS (harness / worker)")
     for m, rs in runs.items():
         p = rs[0]["phases"]
         rss = rs[0]["peak_rss_mb"]
         print(f"{m:26s} {med[m]:10.1f} s {p['worker_start_s']:8.1f} {p['engine_start_and_model_load_s']:12.1f} "
-              f"{p['forward_s']:8.1f} {p['compare_and_report_s'] or 0:8.2f} {p['loads']:6d}  "
+              f"{p['server_start_s']:13.1f} ({p['server_rows']:3d}) {p['forward_s']:8.1f} "
+              f"{p['compare_and_report_s'] or 0:8.2f} {p['loads']:6d}  "
               f"{rss.get('harness', 0):.0f} / {rss.get('largest_worker', 0):.0f} MB")
     for k in ("ratio_b_over_a_subset", "ratio_B_over_a_default_matrix", "ratio_a_over_c"):
         if k in summary:

@@ -226,4 +226,5 @@ def test_pr_47772_selects_the_score_cases_of_the_default_matrix():
     score_cases = {c.id for c in matrix.cases if c.task == "score"}
     assert {c.split("@")[0] for c in selected} == score_cases
     assert "qwen2-tiny-rerank-score-long" in selected and "bert-tiny-mean-embed" not in selected
-    assert {r for _, r in sel.rows} <= {"vllm-v1", "vllm-v2", "vllm-auto"}  # offline and server, no hf
+    assert {r for _, r in sel.rows} <= {"vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-v1", "vllm-serve-v2"}  # no hf
+    assert ("serve-bert-tiny-cross-encoder-rerank", "vllm-serve-v2") in sel.rows  # the /rerank the PR fixed

@@ -29,6 +29,20 @@ def test_new_failure_fails_and_drift_inside_the_bound_warns():
     assert "### New failures (2)" in md and "### Drift inside the bounds (warnings) (1)" in md
 
 
+def test_shard_reports_merged_before_diffing_are_diffed_as_one_run():
+    """CI diffs the merge of its shard reports against the base branch's merged report: a new
+    failure in one shard and drift in the other both show, and every case is compared once."""
+    from harness.report import merge
+
+    old = _rep(a=("pass", 1e-8), b=("pass", 1e-8), c=("pass", 1e-8))
+    one, two = _rep(a=("pass", 5e-6)), _rep(b=("fail", 1e-3), c=("pass", 1e-8))
+    one.shard, two.shard = "1/2", "2/2"
+    d = diff(old, merge([two, one]))
+    assert [c.case_id for c in d.of("new-failure")] == ["b"] and d.exit_code == 1
+    assert [c.case_id for c in d.of("drift")] == ["a"]
+    assert not d.of("removed") and not d.of("added")
+
+
 def test_nothing_moved_exits_0():
     r = _rep(a=("pass", 1e-8))
     d = diff(r, r)

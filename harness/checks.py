@@ -5,15 +5,13 @@ and the same tolerances. vLLM has a separate test for each of these."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, get_args
+from typing import Any, Callable, get_args
 
 import numpy as np
 
-from harness.matrix import Case
+from harness.matrix import Case, CheckName
 
-Check = Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill", "prefix_cache", "no_prefix_cache",
-                "concurrent", "sequential"]
-CHECKS: tuple[str, ...] = get_args(Check)
+CHECKS: tuple[str, ...] = get_args(CheckName)
 
 # check -> (engine kwargs, run options); {seed} is filled with the run's shuffle seed
 _VARIANTS: dict[str, tuple[dict, dict]] = {

@@ -29,6 +29,9 @@ Dtype = Literal["float32", "float16", "bfloat16"]
 # `fake` is a test double that misbehaves on command (harness/runners/fake.py)
 RunnerName = Literal["hf", "vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-v1", "vllm-serve-v2", "vllm-serve-auto", "fake"]
 RUNNER_NAMES: tuple[str, ...] = get_args(RunnerName)
+# invariance checks a case can ask for (what each does: harness.checks)
+CheckName = Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill", "prefix_cache",
+                    "no_prefix_cache", "concurrent", "sequential"]
 REFERENCE_RUNNER = "hf"
 TOP_LEVEL_KEYS = ("include", "defaults", "families", "cases", "select")
 
@@ -161,8 +164,7 @@ class Case(_Strict):
     expected_auto_runner: Literal["v1", "v2"] | None = None
     trust_remote_code: bool = False
     # invariance checks (harness.checks): each becomes a derived case `<id>@<check>`
-    checks: list[Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill",
-                         "prefix_cache", "no_prefix_cache", "concurrent", "sequential"]] = Field(default_factory=list)
+    checks: list[CheckName] = Field(default_factory=list)
     # MTEB tasks to score this model on (`parity mteb`): our offline ones or cached real ones
     mteb_tasks: list[str] = Field(default_factory=list)
     # truncate every input to this many tokens, in the reference and in the runners alike

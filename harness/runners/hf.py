@@ -304,10 +304,11 @@ def _colbert_encoder(runner: HFRunner):
             hidden = backbone(**enc, use_cache=False).last_hidden_state[0]
             return torch.nn.functional.normalize(hidden @ weight.to(hidden.device, hidden.dtype).T, dim=-1)
 
-    def encode(text: str, max_length: int | None = None):
+    def encode(text: str, max_length: int | None = None, note: bool = False):
         with torch.inference_mode():
             enc = tok(text, return_tensors="pt", truncation=True, max_length=max_length)
-            runner.last_encoded = enc["input_ids"][0]
+            if note:  # one item as the model ran it (not the texts of MaxSim pairs)
+                runner.note_tokens(enc["input_ids"][0])
             return forward({k: v.to(runner.req.device) for k, v in enc.items()}).float()
     return encode
 
@@ -316,11 +317,7 @@ def _colbert_encoder(runner: HFRunner):
 def _colbert_tokens(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """Every token (special tokens included): projection, then per-token L2 normalisation."""
     encode = _colbert_encoder(runner)
-    outs = []
-    for t in items:
-        outs.append(encode(t, options.get("truncate")).cpu().numpy().astype(np.float32))
-        runner.note_tokens(runner.last_encoded)
-    return outs
+    return [encode(t, options.get("truncate"), note=True).cpu().numpy().astype(np.float32) for t in items]
 
 
 def _once_per_item(encode: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -27,12 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.outputs import load_items  # noqa: E402
 
 MODES = {
     "a_default_matrix": ["--matrix", "matrices/pooling.yaml"],
@@ -80,19 +78,15 @@ def run_once(mode: str, args: list[str], out: Path) -> dict:
 
 
 def identical_outputs(a: Path, b: Path) -> dict:
-    """Max abs difference between the outputs of two runs of the same cases."""
-    ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
-    outs_b = {(r["case_id"], r["runner"]): r["output"] for r in rb["results"]}
-    worst, compared = 0.0, 0
-    for r in ra["results"]:
-        other = outs_b.get((r["case_id"], r["runner"]))
-        if not (r["output"] and other):
-            continue
-        xa, _ = load_items(Path(r["output"]))
-        xb, _ = load_items(Path(other))
-        worst = max(worst, max(float(np.abs(p.astype(np.float64) - q).max(initial=0.0)) for p, q in zip(xa, xb)))
-        compared += 1
-    return {"compared": compared, "max_abs_difference": worst, "identical": compared > 0 and worst == 0.0}
+    """Max abs difference between the vLLM outputs of two runs of the same cases (`parity report
+    diff --outputs`' comparison, hf's reference outputs left out)."""
+    from harness.report import read_json
+    from harness.report_diff import compare_outputs
+
+    deltas = [d for d in compare_outputs(read_json(a), read_json(b), a.parent, b.parent)
+              if d.runner != "hf" and d.max_abs is not None]
+    worst = max((d.max_abs for d in deltas), default=0.0)
+    return {"compared": len(deltas), "max_abs_difference": worst, "identical": bool(deltas) and worst == 0.0}
 
 
 def main() -> int:

@@ -7,7 +7,7 @@ import numpy as np
 
 from harness.inputs import query_groups
 from harness.matrix import Case, Tolerance
-from harness.server_answers import rerank_problem, usage_problem
+from harness.server_answers import ranks_as_reference, rerank_problem, usage_problem
 from harness.verdict import Measurement, Metric, Verdict, judge
 
 REL_FLOOR = 1e-6  # |ref| below this counts as this, so max_rel stays finite near zero
@@ -42,21 +42,26 @@ def max_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
     )
 
 
-def rank_disagreement(ref: list[np.ndarray], got: list[np.ndarray], items: tuple) -> float:
-    """Fraction of query groups whose documents are ranked in a different order."""
+def rank_disagreement(ref: list[np.ndarray], got: list[np.ndarray], items: tuple,
+                      tolerance: Tolerance | None = None) -> float:
+    """Fraction of query groups whose documents the runner ranks otherwise than the reference.
+    Reference ties (within the case's slack) may come in any order: the tie rule is
+    harness.server_answers.ranks_as_reference, shared with the server's /rerank check."""
     groups = [g for g in query_groups(items) if len(g) > 1]
     if not groups:
         return 0.0
     r = np.array([float(np.asarray(x).reshape(-1)[0]) for x in ref])
     g = np.array([float(np.asarray(x).reshape(-1)[0]) for x in got])
-    bad = sum(1 for idx in groups if not np.array_equal(np.argsort(-r[idx], kind="stable"), np.argsort(-g[idx], kind="stable")))
+    tol = tolerance if tolerance is not None else Tolerance()
+    bad = sum(1 for idx in groups
+              if not ranks_as_reference([idx[k] for k in np.argsort(-g[idx], kind="stable")], r, tol))
     return bad / len(groups)
 
 
 METRICS = {
-    "cosine_distance": lambda ref, got, items: cosine_distance(ref, got),
-    "max_abs": lambda ref, got, items: max_abs(ref, got),
-    "max_rel": lambda ref, got, items: max_rel(ref, got),
+    "cosine_distance": lambda ref, got, items, tol: cosine_distance(ref, got),
+    "max_abs": lambda ref, got, items, tol: max_abs(ref, got),
+    "max_rel": lambda ref, got, items, tol: max_rel(ref, got),
     "rank_disagreement": rank_disagreement,
 }
 
@@ -171,7 +176,7 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
         return Measurement(degenerate=degenerate, notes=notes)
     bounds = tolerance.bounds()
     names = list(metric_names) + [m for m in bounds if m not in metric_names]
-    return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items), bounds.get(m)) for m in names], notes=notes)
+    return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items, tolerance), bounds.get(m)) for m in names], notes=notes)
 
 
 def compare(case: Case, runner: str, tolerance: Tolerance, metric_names: tuple[str, ...],

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from harness.tasks import TaskName, task_kind
 
@@ -97,8 +98,45 @@ class Tolerance(_Strict):
     rank_disagreement: float | None = None  # fraction of query groups whose ranking differs
     main_score: float | None = None  # MTEB: |main score - reference main score|
 
+    @field_validator("*")
+    @classmethod
+    def _can_fail(cls, v: float | None, info: ValidationInfo) -> float | None:
+        """A bound that no measurement can exceed (or that nothing can meet) gates nothing: refused."""
+        problem = None if v is None else bound_problem(str(info.field_name), v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
     def bounds(self) -> dict[str, float]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+# The largest value each bounded metric can take: a bound at or above it can never fail.
+# cosine distance is 1 - cos, at most 2; rank_disagreement is a fraction of query groups, at most 1.
+METRIC_CEILINGS = {"cosine_distance": 2.0, "rank_disagreement": 1.0}
+
+
+def bound_problem(name: str, value: float) -> str | None:
+    """Why `value` is not a bound that can gate metric `name` (None when it is): every bound must
+    be a finite number >= 0, and below the metric's largest possible value where it has one."""
+    import math
+
+    if not math.isfinite(value):
+        return (f"bound {name}={value} is not finite, so it can never fail; "
+                f"valid: a finite number >= 0{_below(name)}")
+    if value < 0:
+        return (f"bound {name}={value} is negative, so no measurement can meet it; "
+                f"valid: a finite number >= 0{_below(name)}")
+    ceiling = METRIC_CEILINGS.get(name)
+    if ceiling is not None and value >= ceiling:
+        return (f"bound {name}={value} is >= {ceiling:g}, the largest value {name} can take, so it can "
+                f"never fail; valid: 0 <= {name} < {ceiling:g}")
+    return None
+
+
+def _below(name: str) -> str:
+    ceiling = METRIC_CEILINGS.get(name)
+    return f" and < {ceiling:g}" if ceiling is not None else ""
 
 
 class Divergence(_Strict):
@@ -112,12 +150,25 @@ class Divergence(_Strict):
     bounds: Tolerance | None = None  # the envelope: upper bounds of the metrics as measured
     # the runner is known to raise: an error whose own message contains this is the divergence
     error_match: str | None = None
+    # metrics this divergence drives to their largest possible value (e.g. every query ranked
+    # otherwise: rank_disagreement 1), which no envelope bound could hold (a bound at that value
+    # can never fail, and is refused): named here, reported as not held by the envelope
+    at_ceiling: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _envelope_or_error(self) -> "Divergence":
         if (self.bounds is None or not self.bounds.bounds()) == (self.error_match is None):
             raise ValueError("a divergence records either `bounds` (the envelope of its metric values) "
                              "or `error_match` (the error it raises), exactly one")
+        bad = [m for m in self.at_ceiling if m not in METRIC_CEILINGS]
+        if bad:
+            raise ValueError(f"at_ceiling {bad}: only a metric with a largest value can be at it; "
+                             f"valid: {', '.join(METRIC_CEILINGS)}")
+        both = [m for m in self.at_ceiling if self.bounds is not None and m in self.bounds.bounds()]
+        if both:
+            raise ValueError(f"{both} both bounded in the envelope and listed in at_ceiling: choose one")
+        if self.at_ceiling and self.bounds is None:
+            raise ValueError("at_ceiling needs an envelope (`bounds`) for the metrics it leaves out")
         return self
 
 

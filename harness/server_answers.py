@@ -20,9 +20,19 @@ def _slack(tolerance: Tolerance, value: float) -> float:
     return min((b for b in (tolerance.max_abs, rel) if b is not None), default=0.0)
 
 
-def _ranked(order: list[int], ref: np.ndarray, tolerance: Tolerance) -> bool:
-    """`order` lists items from best to worst as the reference scores do (ties within tolerance)."""
-    return all(ref[a] >= ref[b] - _slack(tolerance, ref[b]) for a, b in zip(order, order[1:]))
+def ranks_as_reference(order: list[int], ref: np.ndarray, tolerance: Tolerance) -> bool:
+    """THE tie rule of every rank check (the offline rank_disagreement metric and the server's
+    /rerank answers): `order` lists items best first, and it agrees with the reference's scores
+    when no item is placed above another whose reference score is higher by more than the case's
+    slack (`_slack`: within max_abs and max_rel of the lower score; exact equality when the case
+    bounds neither). Reference scores that close are tied: a runner inside its tolerance may order
+    them either way, so any order among them agrees. Every pair is checked, not only neighbours,
+    so a chain of near-ties cannot hide a real inversion."""
+    return all(ref[a] >= ref[b] - _slack(tolerance, ref[b])
+               for i, a in enumerate(order) for b in order[i + 1:])
+
+
+_ranked = ranks_as_reference
 
 
 def rerank_problem(tolerance: Tolerance, ref: list[np.ndarray], items: tuple,

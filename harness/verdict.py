@@ -126,12 +126,22 @@ def _divergence(case: "Case", runner: str, v: Verdict, structural: bool = False)
                if m.name in envelope and not (np.isfinite(m.value) and m.value <= envelope[m.name])]
     # a failing metric the envelope does not cover is a new kind of difference
     uncovered = [f"{m.name} {m.value:.3g} > {m.bound:.3g} (not in the envelope)" for m in v.metrics
-                 if not m.ok and m.name not in envelope]
+                 if not m.ok and m.name not in envelope and m.name not in div.at_ceiling]
+    # a metric recorded at its largest value must still be there (else the divergence changed)
+    from harness.matrix import METRIC_CEILINGS
+
+    left = [f"{m.name} {m.value:.3g}, recorded at its largest value {METRIC_CEILINGS[m.name]:g}"
+            for m in v.metrics if m.name in div.at_ceiling and m.value != METRIC_CEILINGS[m.name]]
+    outside += left
+    missing += [name for name in div.at_ceiling if name not in by_name]
     if missing or outside or uncovered:
         what = "; ".join(outside + uncovered + [f"{n} not measured" for n in missing])
         return Verdict("fail", f"the recorded divergence changed: {what} (recorded: {div.reason})", v.metrics)
     return Verdict("xfail", f"expected divergence: {div.reason} (now: {v.reason}; inside the recorded envelope "
-                            + ", ".join(f"{k} <= {b:.3g}" for k, b in envelope.items()) + ")", v.metrics,
+                            + ", ".join(f"{k} <= {b:.3g}" for k, b in envelope.items())
+                            + "".join(f"; {k} at its largest value, not held by the envelope"
+                                      for k in div.at_ceiling)
+                            + ")", v.metrics,
                    envelope=dict(envelope))
 
 

@@ -136,3 +136,49 @@ def compare_ids(case, ref_ids, got_ids):
 
     ref = vecs()
     return judge(case, "vllm-v1", measure(TOL, ("max_abs",), ref, [a.copy() for a in ref], ITEMS4, ref_ids, got_ids))
+
+
+def _tied_adversarial_scores():
+    """Reference scores of the adversarial cross-encoder pairs, shaped as its golden is: the NFC
+    and NFD spellings of one word (items 3, 4) score exactly alike, and so does the duplicate pair
+    (items 11, 12, one query group of its own)."""
+    from harness.inputs import input_set, query_groups
+
+    items = input_set("adversarial-pairs").items
+    groups = query_groups(items)
+    assert [3, 4] == [i for i in groups[0] if i in (3, 4)] and [11, 12] in groups
+    ref = [np.array([s], np.float32) for s in np.linspace(0.9, 0.1, len(items))]
+    ref[4], ref[12] = ref[3].copy(), ref[11].copy()
+    return items, ref
+
+
+def test_reference_ties_are_not_rank_disagreement_but_a_real_swap_is():
+    """One tie rule for the offline metric and the /rerank check (server_answers.ranks_as_reference)."""
+    from harness.server_answers import ranks_as_reference
+
+    items, ref = _tied_adversarial_scores()
+    tol = Tolerance(max_abs=1e-5, max_rel=1e-4, rank_disagreement=0.0)
+    got = [a.copy() for a in ref]
+    for i in (4, 12):  # one ulp up: the runner now orders each tie the other way round
+        got[i] = np.nextafter(got[i], np.float32(1))
+    assert rank_disagreement(ref, got, items, tol) == 0.0
+    assert rank_disagreement(ref, got, items) == 0.0  # exact ties, without a tolerance, too
+    case = make_case(task="score", inputs="adversarial-pairs", tolerances={"float32": tol.model_dump()})
+    assert compare(case, "vllm-v1", tol, ("max_abs", "max_rel", "rank_disagreement"), ref, got, items).status == "pass"
+    # a real swap of two untied items (0.9 and 0.85, far beyond the slack) still disagrees
+    swapped = [a.copy() for a in got]
+    swapped[0], swapped[1] = got[1].copy(), got[0].copy()
+    assert rank_disagreement(ref, swapped, items, tol) == 0.5
+    v = compare(case, "vllm-v1", tol, ("max_abs", "max_rel", "rank_disagreement"), ref, swapped, items)
+    assert v.status == "fail" and "rank_disagreement" in v.reason
+    # the server's rank check uses the same rule: the tied order passes, the swapped one does not
+    r = np.array([float(a[0]) for a in ref])
+    assert ranks_as_reference([0, 1, 2, 4, 3], r, tol) and not ranks_as_reference([1, 0, 2, 3, 4], r, tol)
+
+
+def test_a_chain_of_near_ties_cannot_hide_an_inversion():
+    from harness.server_answers import ranks_as_reference
+
+    tol = Tolerance(max_abs=1e-3)
+    r = np.array([0.0, 0.0009, 0.0018])  # neighbours within 1e-3, the ends 1.8e-3 apart
+    assert ranks_as_reference([2, 1, 0], r, tol) and not ranks_as_reference([0, 1, 2], r, tol)

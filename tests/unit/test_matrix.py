@@ -225,3 +225,36 @@ def test_every_shipped_matrix_bounds_every_dtype(path):
 
     for case in load_matrix(path).cases:
         assert set(case.tolerances) == set(DTYPES), f"{case.where}: {case.id} bounds only {sorted(case.tolerances)}"
+
+
+@pytest.mark.parametrize("where, bound, text", [
+    ("tolerances", "max_abs: .inf", "max_abs=inf is not finite"),
+    ("tolerances", "max_rel: .nan", "max_rel=nan is not finite"),
+    ("tolerances", "max_abs: -1.0e-5", "max_abs=-1e-05 is negative"),
+    ("tolerances", "cosine_distance: 2.0", "cosine_distance=2.0 is >= 2"),
+    ("tolerances", "rank_disagreement: 1.0", "rank_disagreement=1.0 is >= 1"),
+    ("divergence", "max_abs: .inf", "max_abs=inf is not finite"),
+    ("divergence", "rank_disagreement: 1.5", "rank_disagreement=1.5 is >= 1"),
+])
+def test_a_bound_that_can_never_fail_is_a_matrix_error_with_its_line(write_matrix, where, bound, text):
+    """A bound no measurement can exceed (or none can meet) gates nothing: the matrix is refused,
+    in tolerances and in a divergence's envelope alike, naming the line and what is valid."""
+    if where == "tolerances":
+        extra = f"    tolerances:\n      float32: {{cosine_distance: 1.0e-6, {bound}}}\n"
+        line = 15
+    else:
+        extra = (f"    divergence:\n      runners: [vllm-v1]\n      reason: known\n"
+                 f"      bounds: {{cosine_distance: 1.0e-3, {bound}}}\n")
+        line = 17
+    p = write_matrix(BASE + extra)
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    msg = str(e.value)
+    assert f"{p}:{line}" in msg and text in msg and "valid: " in msg, msg
+
+
+def test_bounds_at_the_edge_of_what_can_fail_are_accepted(write_matrix):
+    extra = "    tolerances:\n      float32: {cosine_distance: 1.99, max_abs: 0.0, rank_disagreement: 0.5}\n"
+    (case,) = load_matrix(write_matrix(BASE + extra)).cases
+    assert case.tolerance("float32").bounds() == {"cosine_distance": 1.99, "max_abs": 0.0,
+                                                  "rank_disagreement": 0.5}

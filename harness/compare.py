@@ -58,6 +58,9 @@ def rank_disagreement(ref: list[np.ndarray], got: list[np.ndarray], items: tuple
     return bad / len(groups)
 
 
+# bounds of scores, not of outputs: gated by harness.mteb_session (`parity mteb`) only
+MTEB_BOUNDS = ("main_score",)
+
 METRICS = {
     "cosine_distance": lambda ref, got, items, tol: cosine_distance(ref, got),
     "max_abs": lambda ref, got, items, tol: max_abs(ref, got),
@@ -175,8 +178,15 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
     if degenerate is not None:
         return Measurement(degenerate=degenerate, notes=notes)
     bounds = tolerance.bounds()
-    names = list(metric_names) + [m for m in bounds if m not in metric_names]
-    return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items, tolerance), bounds.get(m)) for m in names], notes=notes)
+    unowned = sorted(set(bounds) - set(METRICS) - set(MTEB_BOUNDS))
+    if unowned:  # a bound nothing measures must never be dropped silently
+        raise ValueError(f"bounds {unowned} have no metric in harness.compare.METRICS nor in the MTEB path")
+    names = list(metric_names) + [m for m in bounds if m not in metric_names and m in METRICS]
+    for m in MTEB_BOUNDS:
+        if m in bounds:
+            notes[m] = f"{m} <= {bounds[m]:g} is gated by `parity mteb` (MTEB scores), not by this comparison"
+    return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items, tolerance), bounds.get(m)) for m in names],
+                       notes=notes)
 
 
 def compare(case: Case, runner: str, tolerance: Tolerance, metric_names: tuple[str, ...],

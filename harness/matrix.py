@@ -497,6 +497,21 @@ def _unbounded_required(case: Case) -> str | None:
             + " for every dtype: " + "; ".join(missing))
 
 
+def _ungated_bounds(case: Case) -> str | None:
+    """A main_score bound is gated by `parity mteb` only, which scores a case's mteb_tasks and
+    applies no divergence: anywhere else it would gate nothing."""
+    if not case.mteb_tasks:
+        dtypes = [d for d, tol in case.tolerances.items() if tol.main_score is not None]
+        if dtypes:
+            return (f"key 'tolerances': main_score is bounded for {dtypes} but the case has no mteb_tasks, so "
+                    f"nothing would gate it; add mteb_tasks or remove the bound")
+    if case.divergence is not None and case.divergence.bounds is not None \
+            and case.divergence.bounds.main_score is not None:
+        return ("key 'divergence.bounds': main_score cannot be an envelope bound (`parity mteb` applies no "
+                "divergence); valid envelope keys: cosine_distance, max_abs, max_rel, rank_disagreement")
+    return None
+
+
 def load_matrix(path: str | Path) -> Matrix:
     """Load, merge and validate a matrix file. Raises MatrixError listing every problem."""
     path = Path(path)
@@ -544,6 +559,12 @@ def load_matrix(path: str | Path) -> Matrix:
         if unbounded:
             problems.append(f"{_error_location(('tolerances',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
                             f"key 'tolerances': {unbounded}")
+            continue
+        ungated = _ungated_bounds(case)
+        if ungated:
+            key = ungated.split("'")[1].split(".")[0]
+            problems.append(f"{_error_location((key,), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
+                            f"{ungated}")
             continue
         if case.dtype is not None and case.dtype not in case.tolerances:
             problems.append(

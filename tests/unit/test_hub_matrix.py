@@ -33,3 +33,61 @@ def test_without_the_checkpoints_every_row_skips_with_its_download_command(tmp_p
         model = by_case[r["case_id"].split("@")[0]].model
         pin = f" --revision {model.revision}" if model.revision else ""
         assert r["status"] == "skip" and f"`hf download {model.repo}{pin}`" in r["reason"], r
+
+
+def test_a_hub_case_with_mteb_tasks_fed_identical_outputs_passes_through_the_real_comparison(tmp_path):
+    """hub.yaml merges a main_score bound into the output tolerances: the output comparison must
+    gate the bounds it owns, leave main_score to `parity mteb` and say so, and never raise."""
+    import numpy as np
+
+    from harness.execute import RunOutcome
+    from harness.inputs import input_set
+    from harness.outputs import save_items
+    from harness.session import verdict_for
+
+    cases = [c for c in load_matrix(HUB).cases if c.mteb_tasks and c.variant_of is None]
+    assert {c.task for c in cases} == {"embed", "score"}
+    for case in cases:
+        items = input_set(case.inputs).items
+        rng = np.random.default_rng(0)
+        shape = (8,) if case.task == "embed" else (1,)
+        outputs = [rng.normal(size=shape).astype(np.float32) for _ in items]
+        ids = json.dumps([{"prompt_token_ids": [101, 7 + i, 102]} for i in range(len(items))])
+        for name in ("ref", "got"):
+            save_items(tmp_path / f"{name}.safetensors", outputs)
+            (tmp_path / f"{name}.safetensors.requests.json").write_text(ids)
+        ref = RunOutcome(case.id, "hf", "ok", output=str(tmp_path / "ref.safetensors"))
+        got = RunOutcome(case.id, "vllm-v1", "ok", output=str(tmp_path / "got.safetensors"),
+                         info={"actual_runner": "v1"})
+        v = verdict_for(case, "vllm-v1", "float32", ref, got)
+        assert v.status == "pass", (case.id, v.reason)
+        assert "main_score" not in [m.name for m in v.metrics]
+        assert "gated by `parity mteb`" in v.notes["main_score"]
+        # the bounds the output comparison owns are still gated (the family's)
+        assert set(case.tolerance("float32").bounds()) - {"main_score"} <= {m.name for m in v.metrics}
+
+
+def test_a_main_score_bound_nothing_gates_is_a_matrix_error(write_matrix):
+    text = """
+cases:
+  - id: one
+    task: embed
+    family: f
+    model: {source: synthetic, arch: BertModel, pooling: mean}
+    inputs: short-texts
+    runners: [hf, vllm-v1]
+    tolerances:
+      float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5, main_score: 5.0e-4}
+families: {f: {}}
+"""
+    import pytest
+
+    from harness.matrix import MatrixError
+
+    p = write_matrix(text)
+    with pytest.raises(MatrixError, match=r"m.yaml:10: case 'one', key 'tolerances': main_score is bounded"):
+        load_matrix(p)
+    p = write_matrix(text.replace("main_score: 5.0e-4}", "main_score: 5.0e-4}\n    divergence: {runners: [vllm-v1], "
+                                  "reason: r, bounds: {max_abs: 0.1, main_score: 0.1}}\n    mteb_tasks: [ParitySTS]"))
+    with pytest.raises(MatrixError, match="main_score cannot be an envelope bound"):
+        load_matrix(p)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.inputs import query_groups
+from harness.inputs import distinct_inputs, query_groups
 from harness.matrix import Case, Tolerance
 from harness.server_answers import ranks_as_reference, rerank_problem, usage_problem
 from harness.verdict import Measurement, Metric, Verdict, judge
@@ -69,39 +69,58 @@ METRICS = {
 }
 
 
-def structural_problem(ref: list[np.ndarray], got: list[np.ndarray], n_inputs: int) -> str | None:
-    """Count, shape and finiteness problems, each with its own message."""
+def reference_problem(ref: list[np.ndarray], n_inputs: int) -> str | None:
+    """What makes the reference itself unusable (wrong count, empty, NaN/Inf): the comparison would
+    prove nothing, so it is an error naming the reference, never a fail blamed on the runner."""
     if len(ref) != n_inputs:
-        return f"reference returned {len(ref)} outputs for {n_inputs} inputs"
-    if len(got) != n_inputs:
-        return f"wrong count: {len(got)} outputs for {n_inputs} inputs"
-    for i, (r, g) in enumerate(zip(ref, got)):
-        if r.size == 0 or g.size == 0:
-            who = "reference" if r.size == 0 else "runner"
-            return (f"empty {who} output at item {i} (shape {list((r if r.size == 0 else g).shape)}); "
+        return f"the reference is unusable: it returned {len(ref)} outputs for {n_inputs} inputs"
+    for i, r in enumerate(ref):
+        if r.size == 0:
+            return (f"the reference is unusable: empty reference output at item {i} (shape {list(r.shape)}); "
                     f"for a PRM this means no step tag was found: check step_tag_id")
-        if r.shape != g.shape:
-            return f"shape mismatch at item {i}: reference {list(r.shape)}, runner {list(g.shape)}"
-    for label, arrays in (("runner", got), ("reference", ref)):
-        for i, a in enumerate(arrays):
-            a64 = _f64(a)
-            if np.isnan(a64).any():
-                return f"NaN in {label} output at item {i}"
-            if np.isinf(a64).any():
-                return f"Inf in {label} output at item {i}"
+        r64 = _f64(r)
+        for what, bad in (("NaN", np.isnan(r64)), ("Inf", np.isinf(r64))):
+            if bad.any():
+                return (f"the reference is unusable: {what} in reference output at item {i}; the reference "
+                        f"(HF or its golden) is broken, not the runner")
     return None
 
 
-def degenerate_reference(ref: list[np.ndarray]) -> str | None:
-    """A reference whose outputs barely vary across inputs makes any comparison meaningless."""
-    if len(ref) < 2:
-        return None
+def structural_problem(ref: list[np.ndarray], got: list[np.ndarray], n_inputs: int) -> str | None:
+    """Count, shape and finiteness problems of the runner's outputs, each with its own message
+    (the reference's own are harness.compare.reference_problem, checked first)."""
+    if len(got) != n_inputs:
+        return f"wrong count: {len(got)} outputs for {n_inputs} inputs"
+    for i, (r, g) in enumerate(zip(ref, got)):
+        if g.size == 0:
+            return (f"empty runner output at item {i} (shape {list(g.shape)}); "
+                    f"for a PRM this means no step tag was found: check step_tag_id")
+        if r.shape != g.shape:
+            return f"shape mismatch at item {i}: reference {list(r.shape)}, runner {list(g.shape)}"
+    for i, a in enumerate(got):
+        a64 = _f64(a)
+        if np.isnan(a64).any():
+            return f"NaN in runner output at item {i}"
+        if np.isinf(a64).any():
+            return f"Inf in runner output at item {i}"
+    return None
+
+
+def degenerate_reference(ref: list[np.ndarray], items: tuple | None = None) -> str | None:
+    """A reference whose outputs barely vary across inputs makes any comparison meaningless.
+    Counted over DISTINCT inputs (`items`; each item distinct when not given): a duplicate input
+    owes no distinct output. Fewer than two distinct inputs cannot show that the reference varies
+    at all (a constant model would pass), so that is degenerate too (the matrix refuses such sets)."""
+    n_inputs = distinct_inputs(items) if items is not None else len(ref)
+    if n_inputs < 2:
+        return (f"{len(ref)} item(s) with {n_inputs} distinct input(s) cannot show that the reference varies "
+                f"with its input (a constant model would pass); give the case >= 2 distinct inputs")
     summaries = [(_f64(a).mean(axis=0) if a.ndim >= 2 else _f64(a)).reshape(-1) for a in ref]
     if len({s.shape for s in summaries}) > 1:
         return None
     distinct = len({np.round(s, 6).tobytes() for s in summaries})
-    if distinct < max(2, len(summaries) // 2):
-        return (f"reference gives only {distinct} distinct outputs for {len(summaries)} distinct inputs; "
+    if distinct < max(2, n_inputs // 2):
+        return (f"reference gives only {distinct} distinct outputs for {n_inputs} distinct inputs; "
                 f"the model or tokenizer is degenerate (e.g. every word is [UNK]) and a comparison proves little")
     collapse = _token_collapse(ref)
     if collapse:
@@ -157,9 +176,13 @@ def token_problem(ref_ids: list | None, got_ids: list | None, items: tuple) -> t
 def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.ndarray], got: list[np.ndarray],
             items: tuple, ref_ids: list | None = None, got_ids: list | None = None,
             got_meta: list[dict] | None = None) -> Measurement:
-    """Structural problems first (they make metrics meaningless), then token ids, then what a
+    """An unusable reference first (an error), structural problems next (they make metrics
+    meaningless), then token ids, then what a
     server's answers must satisfy (harness.server_answers, from the runner's per-item `got_meta`),
     then a degenerate reference, then every metric of the task plus any other the tolerance bounds."""
+    unusable = reference_problem(ref, len(items))
+    if unusable is not None:
+        return Measurement(reference_problem=unusable)
     problem = structural_problem(ref, got, len(items))
     if problem is not None:
         return Measurement(problem=problem)
@@ -174,7 +197,7 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
             return Measurement(problem=problem, notes={**notes, name: problem})
         if note:
             notes[name] = note
-    degenerate = degenerate_reference(ref)
+    degenerate = degenerate_reference(ref, items)
     if degenerate is not None:
         return Measurement(degenerate=degenerate, notes=notes)
     bounds = tolerance.bounds()

@@ -192,6 +192,11 @@ def _builtin(name: str) -> InputSet:
     return InputSet(name, version, make())
 
 
+def distinct_inputs(items: tuple[Item, ...]) -> int:
+    """How many different inputs a set holds (a duplicate counts once)."""
+    return len({json.dumps(it, sort_keys=True, default=str) for it in items})
+
+
 def query_groups(items: tuple[Item, ...]) -> list[list[int]]:
     """Indices of pairs grouped by query, in order: the unit a ranking is compared on."""
     groups: dict[str, list[int]] = {}

@@ -560,6 +560,15 @@ def load_matrix(path: str | Path) -> Matrix:
             problems.append(f"{_error_location(('tolerances',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
                             f"key 'tolerances': {unbounded}")
             continue
+        from harness.inputs import distinct_inputs, input_set
+
+        n_distinct = distinct_inputs(input_set(case.inputs).items)
+        if n_distinct < 2:
+            problems.append(f"{_error_location(('inputs',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
+                            f"key 'inputs': input set {case.inputs!r} has {n_distinct} distinct input(s); a case "
+                            f"needs >= 2 distinct inputs, or nothing shows that the reference varies with its "
+                            f"input (a constant model would pass)")
+            continue
         ungated = _ungated_bounds(case)
         if ungated:
             key = ungated.split("'")[1].split(".")[0]

@@ -2,7 +2,8 @@
 
 - pass:  every gated metric within its bound, after a real comparison.
 - fail:  a metric out of bounds; wrong count or shape; NaN/Inf; a recorded divergence that changed.
-- error: a runner or the reference crashed, hung or refused; the reference is degenerate; vLLM ran
+- error: a runner or the reference crashed, hung or refused; the reference is unusable (NaN/Inf,
+         wrong count, empty) or degenerate; vLLM ran
          another model runner than asked; an invariance check did not take effect.
 - skip:  the model is not available here, or a runner's own error message is one the case declares
          as a known environment limit (`skip_if_error`).
@@ -57,11 +58,13 @@ class Verdict:
 
 @dataclass
 class Measurement:
-    """What a comparison found, before any verdict: a structural problem (count, shape, NaN/Inf),
-    a degenerate reference, or the metric values."""
+    """What a comparison found, before any verdict: an unusable reference (count, empty, NaN/Inf
+    in the reference), a structural problem of the runner's outputs (count, shape, NaN/Inf), a
+    degenerate reference, or the metric values."""
 
     problem: str | None = None
     degenerate: str | None = None
+    reference_problem: str | None = None  # the reference (HF or its golden) is unusable: an error
     metrics: list[Metric] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)  # what was checked besides metrics
 
@@ -78,6 +81,8 @@ def judge(case: "Case", runner: str, m: Measurement) -> Verdict:
 
 
 def _judge(case: "Case", runner: str, m: Measurement) -> Verdict:
+    if m.reference_problem is not None:
+        return Verdict("error", m.reference_problem, m.metrics)  # blames the reference, marked or not
     if m.problem is not None:
         return _divergence(case, runner, Verdict("fail", m.problem, m.metrics), structural=True)
     if m.degenerate is not None:

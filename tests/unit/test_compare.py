@@ -182,3 +182,37 @@ def test_a_chain_of_near_ties_cannot_hide_an_inversion():
     tol = Tolerance(max_abs=1e-3)
     r = np.array([0.0, 0.0009, 0.0018])  # neighbours within 1e-3, the ends 1.8e-3 apart
     assert ranks_as_reference([2, 1, 0], r, tol) and not ranks_as_reference([0, 1, 2], r, tol)
+
+
+@pytest.mark.parametrize("fault, text", [
+    (lambda r: [np.full_like(r[0], np.nan), *r[1:]], "NaN in reference output at item 0"),
+    (lambda r: [r[0], np.full_like(r[1], np.inf), *r[2:]], "Inf in reference output at item 1"),
+    (lambda r: r[:-1], "it returned 3 outputs for 4 inputs"),
+])
+def test_an_unusable_reference_is_an_error_naming_the_reference_not_a_fail(fault, text):
+    """NaN in the REFERENCE is the reference's fault: error, never a fail blaming vLLM, marked or not."""
+    ref = vecs()
+    got = [a.copy() for a in ref]
+    for case in (make_case(), make_case(divergence={"runners": ["vllm-v1"], "reason": "k", "bounds": {"max_abs": 1.0}})):
+        v = compare(case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), fault(ref), got[:len(fault(ref))], tuple("abcd"))
+        assert v.status == "error" and "the reference is unusable" in v.reason and text in v.reason, v.reason
+
+
+def test_a_single_item_cannot_pass_a_constant_model():
+    """One item shows nothing about whether the reference varies: a constant model must not pass."""
+    const = [np.full(8, 0.5, np.float32)]
+    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), const, [const[0].copy()], ("only",))
+    assert v.status == "error" and ">= 2 distinct inputs" in v.reason
+
+
+def test_duplicate_inputs_are_counted_once_when_judging_a_degenerate_reference():
+    """Two identical inputs owe no distinct outputs: count distinct INPUTS, not items."""
+    a, b = vecs(2)
+    items = ("same text",) * 5 + ("other text",)  # a healthy model: two distinct inputs, two outputs
+    ref = [a.copy() for _ in range(5)] + [b]
+    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, [x.copy() for x in ref], items)
+    assert v.status == "pass", v.reason
+    # two identical inputs only: one distinct input, whatever the outputs
+    assert ">= 2 distinct inputs" in degenerate_reference([a, a.copy()], ("same", "same"))
+    # many outputs alike over many distinct inputs is still degenerate, counted over distinct inputs
+    assert "only 2 distinct outputs for 6 distinct inputs" in degenerate_reference([a, a, a, b, b, b], tuple("uvwxyz"))

@@ -33,14 +33,14 @@ def test_texts_from_a_file_pairs_from_jsonl_and_inline(tmp_path):
     assert b.items == (("q", "d1"), ("q", "d2")) and b.pairs
     c = input_set(load_matrix(_matrix(tmp_path, "{texts: [x, y]}")).cases[0].inputs)
     assert c.items == ("x", "y")
-    d = input_set(load_matrix(_matrix(tmp_path, "{pairs: [[q, d]]}")).cases[0].inputs)
-    assert d.items == (("q", "d"),)
+    d = input_set(load_matrix(_matrix(tmp_path, "{pairs: [[q, d], [q, e]]}")).cases[0].inputs)
+    assert d.items == (("q", "d"), ("q", "e"))
 
 
 def test_the_hash_follows_the_content_not_the_machine(tmp_path):
-    (tmp_path / "t.txt").write_text("first text\n")
+    (tmp_path / "t.txt").write_text("first text\nsecond text\n")
     before = input_set(load_matrix(_matrix(tmp_path, "{file: t.txt}")).cases[0].inputs).sha256
-    (tmp_path / "t.txt").write_text("first text, edited\n")
+    (tmp_path / "t.txt").write_text("first text, edited\nsecond text\n")
     assert input_set(load_matrix(_matrix(tmp_path, "{file: t.txt}")).cases[0].inputs).sha256 != before
 
 

@@ -258,3 +258,13 @@ def test_bounds_at_the_edge_of_what_can_fail_are_accepted(write_matrix):
     (case,) = load_matrix(write_matrix(BASE + extra)).cases
     assert case.tolerance("float32").bounds() == {"cosine_distance": 1.99, "max_abs": 0.0,
                                                   "rank_disagreement": 0.5}
+
+
+def test_a_case_needs_two_distinct_inputs(write_matrix):
+    """A single input (or duplicates of one) cannot show the reference varies: refused at load."""
+    text = BASE + "    inputs: {texts: [same words, same words]}\n"
+    p = write_matrix(text)
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    assert f"{p}:14" in str(e.value) and "has 1 distinct input(s); a case needs >= 2" in str(e.value)
+    (case,) = load_matrix(write_matrix(BASE + "    inputs: {texts: [same words, other words]}\n")).cases

@@ -7,7 +7,7 @@ import numpy as np
 
 from harness.inputs import distinct_inputs, query_groups
 from harness.matrix import Case, Tolerance
-from harness.server_answers import ranks_as_reference, rerank_problem, usage_problem
+from harness.server_answers import ranks_as_reference, rerank_problem, usage_problem, usage_units
 from harness.verdict import Measurement, Metric, Verdict, judge
 
 REL_FLOOR = 1e-6  # |ref| below this counts as this, so max_rel stays finite near zero
@@ -186,6 +186,10 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
     problem = structural_problem(ref, got, len(items))
     if problem is not None:
         return Measurement(problem=problem)
+    if ref_ids is None and (any(x is not None for x in got_ids or []) or usage_units(got_meta)):
+        # expected and could not run: an error, never a note (e.g. a golden without token ids)
+        return Measurement(reference_problem="the runner recorded prompt token ids (or usage) but the reference "
+                                             "recorded none, so the token-id and usage checks could not run")
     problem, note = token_problem(ref_ids, got_ids, items)
     if problem is not None:
         return Measurement(problem=problem, notes={"token_ids": problem})

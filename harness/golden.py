@@ -3,8 +3,11 @@ without running HF.
 
 One folder per case: `golden/<case>/manifest.json` (readable: model fingerprint, input hash,
 task, dtype, device, library versions, date, per-item summary statistics) and the arrays it
-names, `reference-<sha12>.safetensors`. An update writes the new arrays under a new name, then
-replaces the manifest atomically, then removes the old arrays: a write killed at any point
+names, `reference-<sha12>.safetensors`, and the reference's prompt token ids per item,
+`tokens-<sha12>.json` (one item a line; null for an item the recipe does not tokenize as one
+sequence), so the golden path runs the token-id and usage checks as the live path does. An
+update writes the new arrays under a new name, then
+replaces the manifest atomically, then removes the old arrays and token ids: a write killed at any point
 leaves either the old golden or the new one, never a mix. The manifest records the arrays'
 sha256, so a truncated or edited arrays file is detected, not compared.
 """
@@ -25,7 +28,7 @@ from harness import __version__
 from harness.outputs import load_items, save_items
 
 MANIFEST = "manifest.json"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the manifest names the reference's token ids (`token_ids`)
 
 
 class GoldenError(Exception):
@@ -33,7 +36,7 @@ class GoldenError(Exception):
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
-        self.kind = kind  # missing | corrupt | mismatch
+        self.kind = kind  # missing | corrupt | mismatch | stale
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,10 @@ class Golden:
     items: list[np.ndarray]
     manifest: dict
     arrays_path: Path
+    # per item {"prompt_token_ids": [...] | None}, as a runner's `<out>.requests.json`; None when
+    # the golden predates token ids (check_matches refuses it) or the reference recorded none
+    requests: list[dict] | None = None
+    requests_path: Path | None = None
 
 
 def _sha256(path: Path) -> str:
@@ -80,11 +87,30 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
             **({"dimensions": case.dimensions} if case.dimensions else {})}  # absent when unset: older keys stay valid
 
 
+def _tokens_text(token_ids: list | None) -> str:
+    """The token ids as `<out>.requests.json` holds them, one item a line (reviewable in a diff)."""
+    if token_ids is None:
+        return "null\n"
+    lines = [json.dumps({"prompt_token_ids": ids}) for ids in token_ids]
+    return "[\n" + ",\n".join(lines) + "\n]\n"
+
+
 def write(root: Path, case_id: str, items: list[np.ndarray], *, task: str, fingerprint: str,
-          inputs: dict, dtype: str, device: str, versions: dict, model: str, key: dict) -> Path:
+          inputs: dict, dtype: str, device: str, versions: dict, model: str, key: dict,
+          token_ids: list | None) -> Path:
+    """`token_ids`: the reference's prompt token ids per item (None for an item it did not tokenize
+    as one sequence), or None when the reference recorded none at all."""
+    if token_ids is not None and len(token_ids) != len(items):
+        raise ValueError(f"golden {case_id!r}: {len(token_ids)} token-id entries for {len(items)} items")
     d = case_dir(root, case_id)
     d.mkdir(parents=True, exist_ok=True)
     old = _read_manifest(d) if (d / MANIFEST).exists() else None
+    fd, tmp = tempfile.mkstemp(prefix="tokens.", suffix=".tmp", dir=d)
+    with os.fdopen(fd, "w") as f:
+        f.write(_tokens_text(token_ids))
+    tokens_digest = _sha256(Path(tmp))
+    tokens = d / f"tokens-{tokens_digest[:12]}.json"
+    os.replace(tmp, tokens)
     fd, tmp = tempfile.mkstemp(prefix="reference.", suffix=".tmp", dir=d)
     os.close(fd)
     save_items(Path(tmp), items, {"case": case_id})
@@ -98,6 +124,8 @@ def write(root: Path, case_id: str, items: list[np.ndarray], *, task: str, finge
         "harness_version": __version__,
         "recorded": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "arrays": arrays.name, "arrays_sha256": digest, "items": summary(items),
+        "token_ids": {"file": tokens.name, "sha256": tokens_digest,
+                      "items_with_ids": sum(1 for t in token_ids or [] if t is not None)},
     }
     fd, tmp = tempfile.mkstemp(prefix="manifest.", suffix=".tmp", dir=d)
     with os.fdopen(fd, "w") as f:
@@ -106,6 +134,9 @@ def write(root: Path, case_id: str, items: list[np.ndarray], *, task: str, finge
     os.replace(tmp, d / MANIFEST)
     if old and old.get("arrays") and old["arrays"] != arrays.name:
         (d / old["arrays"]).unlink(missing_ok=True)
+    old_tokens = ((old or {}).get("token_ids") or {}).get("file")
+    if old_tokens and old_tokens != tokens.name:
+        (d / old_tokens).unlink(missing_ok=True)
     return d
 
 
@@ -132,7 +163,22 @@ def read(root: Path, case_id: str) -> Golden:
         items, _ = load_items(arrays)
     except Exception as e:  # noqa: BLE001 - any unreadable file is a corrupt golden
         raise GoldenError("corrupt", f"{arrays}: unreadable ({e})") from None
-    return Golden(items, manifest, arrays)
+    named = manifest.get("token_ids")
+    if not isinstance(named, dict):  # made before goldens stored token ids: loadable, refused by check_matches
+        return Golden(items, manifest, arrays)
+    tokens = d / str(named.get("file", ""))
+    if not tokens.is_file():
+        raise GoldenError("corrupt", f"{d}: manifest names token ids {named.get('file')!r}, which is missing")
+    if _sha256(tokens) != named.get("sha256"):
+        raise GoldenError("corrupt", f"{tokens}: contents do not match the manifest's sha256 (truncated or "
+                                     f"edited); regenerate with `parity golden update -k {case_id}`")
+    try:
+        requests = json.loads(tokens.read_text())
+    except json.JSONDecodeError as e:
+        raise GoldenError("corrupt", f"{tokens}: not valid JSON ({e})") from None
+    if requests is not None and (not isinstance(requests, list) or len(requests) != len(items)):
+        raise GoldenError("corrupt", f"{tokens}: expected a list of {len(items)} per-item entries")
+    return Golden(items, manifest, arrays, requests, tokens)
 
 
 def check_matches(golden: Golden, case_id: str, fingerprint: str, inputs_sha256: str, key: dict) -> None:
@@ -147,6 +193,10 @@ def check_matches(golden: Golden, case_id: str, fingerprint: str, inputs_sha256:
     else:
         problems += [f"{k} {recorded.get(k)!r} != case's {key.get(k)!r}" for k in sorted(set(key) | set(recorded))
                      if recorded.get(k) != key.get(k)]
+    if not isinstance(m.get("token_ids"), dict):
+        raise GoldenError("stale", f"golden for {case_id!r} was recorded before goldens stored the reference's "
+                                   f"prompt token ids, so the token-id and usage checks could not run against it; "
+                                   f"refused. Re-record it with `parity golden update -k {case_id}`")
     if m.get("model_fingerprint") != fingerprint:
         problems.append(f"model fingerprint {str(m.get('model_fingerprint'))[:12]} != case's {fingerprint[:12]}")
     if (m.get("inputs") or {}).get("sha256") != inputs_sha256:

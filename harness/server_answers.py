@@ -81,7 +81,7 @@ def usage_problem(ref_ids: list | None, metas: list[dict] | None, items: tuple) 
     """(problem, note): each answer's `usage.prompt_tokens` against the number of tokens the
     reference tokenized for its items (one item a request; a /rerank answer covers its query
     group); ("", "") when no answer had usage."""
-    units = _usage_units(metas)
+    units = usage_units(metas)
     if not units:
         return None, ""
     if ref_ids is None:
@@ -100,7 +100,7 @@ def usage_problem(ref_ids: list | None, metas: list[dict] | None, items: tuple) 
     return None, f"usage.prompt_tokens equal to the reference's token count for {compared} of {len(items)} items"
 
 
-def _usage_units(metas: list[dict] | None) -> list[tuple[str, list[int], int]]:
+def usage_units(metas: list[dict] | None) -> list[tuple[str, list[int], int]]:
     """(what, its item indices, usage.prompt_tokens) per answer that reported usage."""
     units, groups = [], {}
     for i, m in enumerate(metas or []):

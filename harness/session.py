@@ -11,7 +11,7 @@ from pathlib import Path
 from harness import __version__, golden
 from harness.checks import expand_checks
 from harness import compare
-from harness.verdict import Measurement, Verdict, outcome_verdict
+from harness.verdict import Measurement, Verdict, judge, outcome_verdict
 from harness.execute import Executor, Progress, RunOutcome, Timeouts
 from harness.inputs import input_set
 from harness.matrix import REFERENCE_RUNNER, Case, Matrix
@@ -56,7 +56,10 @@ def _request_meta(outcome: RunOutcome | None) -> list[dict] | None:
     """What a runner recorded per item beside its outputs (prompt token ids, server answers), if anything."""
     import json
 
-    path = Path(f"{outcome.output}.requests.json") if outcome is not None and outcome.output else None
+    if outcome is not None and outcome.info.get("requests_file"):  # a golden's token ids
+        path: Path | None = Path(outcome.info["requests_file"])
+    else:
+        path = Path(f"{outcome.output}.requests.json") if outcome is not None and outcome.output else None
     if path is None or not path.is_file():
         return None
     return json.loads(path.read_text())
@@ -128,17 +131,27 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
         model = plan.models[case.id]
         if isinstance(model, ModelProblem) or case.variant_of is not None:
             continue  # nothing to compare, or a derived check case (held to its base case's golden)
-        try:
-            g = golden.read(golden_dir, case.id)
-            golden.check_matches(g, case.id, model.fingerprint, input_set(case.inputs).sha256,
-                                 golden.reference_key(case, model.path, plan.dtypes[case.id], plan.platform.device))
-        except golden.GoldenError as e:
-            out[(case.id, REFERENCE_RUNNER)] = RunOutcome(case.id, REFERENCE_RUNNER, "error", f"golden {e.kind}: {e}")
-            continue
-        info = {"golden": str(g.arrays_path), "recorded": g.manifest.get("recorded"),
-                "versions": g.manifest.get("versions", {}), "device": g.manifest.get("device")}
-        out[(case.id, REFERENCE_RUNNER)] = RunOutcome(case.id, REFERENCE_RUNNER, "ok", output=str(g.arrays_path), info=info)
+        out[(case.id, REFERENCE_RUNNER)] = golden_reference(case, model.path, model.fingerprint, plan.dtypes[case.id],
+                                                            plan.platform.device, golden_dir)
     return out
+
+
+def golden_reference(case: Case, model_path: Path, fingerprint: str, dtype: str, device: str,
+                     golden_dir: Path) -> RunOutcome:
+    """One case's reference outcome from its golden: its arrays, and its token ids standing where a
+    live reference's `<out>.requests.json` would, so the token-id and usage checks run on the
+    golden path exactly as on the live one. A golden that is missing, corrupt, made from other
+    weights/inputs or older than token ids is an error outcome saying how to fix it."""
+    try:
+        g = golden.read(golden_dir, case.id)
+        golden.check_matches(g, case.id, fingerprint, input_set(case.inputs).sha256,
+                             golden.reference_key(case, model_path, dtype, device))
+    except golden.GoldenError as e:
+        return RunOutcome(case.id, REFERENCE_RUNNER, "error", f"golden {e.kind}: {e}")
+    info = {"golden": str(g.arrays_path), "recorded": g.manifest.get("recorded"),
+            "versions": g.manifest.get("versions", {}), "device": g.manifest.get("device"),
+            "requests_file": str(g.requests_path)}
+    return RunOutcome(case.id, REFERENCE_RUNNER, "ok", output=str(g.arrays_path), info=info)
 
 
 def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platform,
@@ -206,6 +219,7 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
     if ref is None or ref.status != "ok":
         return Verdict(ref.status if ref else "error", ref.reason if ref else "reference not run"), []
     items, _ = load_items(Path(ref.output))  # type: ignore[arg-type]
+    ids = _token_ids(ref)
     inputs = input_set(case.inputs)
     dtype = plan.dtypes[case.id]
     key = golden.reference_key(case, model.path, dtype, plan.platform.device)
@@ -215,7 +229,7 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
                             inputs={"name": inputs.name, "version": inputs.version, "sha256": inputs.sha256,
                                     "count": len(inputs.items)},
                             dtype=dtype, device=plan.platform.device, versions=ref.info.get("versions", {}),
-                            model=model.description, key=key)
+                            model=model.description, key=key, token_ids=ids)
 
     if mode == "update":
         return Verdict("pass", f"golden updated: {record()}"), []
@@ -226,12 +240,18 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
         if e.kind == "missing" and mode == "record":
             return Verdict("fail", f"golden was missing; recorded now at {record()}: review and commit it"), []
         return Verdict("error" if e.kind != "missing" else "fail", f"golden {e.kind}: {e}"), []
-    v = compare.compare(case, REFERENCE_RUNNER, case.tolerance(dtype), task_kind(case.task).metrics, g.items, items, inputs.items)
+    # the same comparison as a runner's against HF: the golden's token ids against the fresh run's
+    v = judge(case, REFERENCE_RUNNER, compare.measure(case.tolerance(dtype), task_kind(case.task).metrics, g.items,
+                                                      items, inputs.items, _golden_ids(g), ids))
     metrics = [MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics]
     if v.status != "pass":
         obtained = golden.write_obtained(golden_dir, case.id, items)
         return Verdict(v.status, f"HF differs from its golden: {v.reason}; obtained written to {obtained}"), metrics
     return v, metrics
+
+
+def _golden_ids(g: golden.Golden) -> list | None:
+    return None if g.requests is None else [(m or {}).get("prompt_token_ids") for m in g.requests]
 
 
 def empty_report(matrix: Matrix, device: str) -> Report:

@@ -115,9 +115,13 @@ def test_token_ids_must_be_equal_and_the_first_difference_is_named():
     short = [list(x) for x in ids]
     short[3] = [2, 14, 15]
     assert "position 3: reference 3, runner (end)" in measure(TOL, ("max_abs",), ref, same, ITEMS4, ids, short).problem
-    # nothing recorded on one side: compared metrics only, and the report says so
+    # the runner recorded ids the reference did not (e.g. a golden without them): the check was
+    # expected and could not run, an error naming the reference, never a note
     m = measure(TOL, ("max_abs",), ref, same, ITEMS4, None, ids)
-    assert m.problem is None and "the reference recorded none" in m.notes["token_ids"]
+    assert "the reference recorded none, so the token-id and usage checks could not run" in m.reference_problem
+    # a runner that records none: the report says so
+    m = measure(TOL, ("max_abs",), ref, same, ITEMS4, ids, None)
+    assert m.problem is None and "the runner recorded none" in m.notes["token_ids"]
     m = measure(TOL, ("max_abs",), ref, same, ITEMS4, [None] * 4, ids)
     assert "tokenizes no item as one sequence" in m.notes["token_ids"]
 

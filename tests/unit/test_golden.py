@@ -21,7 +21,8 @@ KEY = {"task": "embed", "dtype": "float32", "device": "cpu", "truncate": None, "
 def _write(root, items, fp="f" * 64, inputs_sha="i" * 64, key=KEY):
     return golden.write(root, "case-a", items, task="embed", fingerprint=fp,
                         inputs={"name": "short-texts", "sha256": inputs_sha}, dtype="float32",
-                        device="cpu", versions={"torch": "x"}, model="synthetic", key=key)
+                        device="cpu", versions={"torch": "x"}, model="synthetic", key=key,
+                        token_ids=[[101, 7 + i, 102] for i in range(len(items))])
 
 
 def test_round_trip_with_readable_manifest(tmp_path):

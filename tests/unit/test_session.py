@@ -61,3 +61,57 @@ def test_known_environment_error_is_a_skip_with_the_exact_error(tmp_path):
     # where the runner does run, it is compared as usual
     ref, got = _outcomes(tmp_path, "vllm-v1", "v1")
     assert verdict_for(case, "vllm-v1", "float32", ref, got).status == "pass"
+
+
+def test_a_runner_inserting_a_token_fails_against_the_golden_as_against_live_hf(tmp_path):
+    """--against golden runs the same token-id check as a live HF reference: the golden stores the
+    reference's prompt token ids. A golden from before token ids is refused, naming the fix."""
+    import json
+
+    import numpy as np
+
+    from harness import golden
+    from harness.inputs import input_set
+    from harness.session import golden_reference
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
+    case = make_case(runners=["hf", "vllm-v1"], inputs="short-texts", model={"source": "local", "path": str(model_dir)})
+    n = len(input_set(case.inputs).items)
+    rng = np.random.default_rng(0)
+    outputs = [rng.normal(size=8).astype(np.float32) for _ in range(n)]
+    ids = [[101, 2000 + i, 2001 + i, 102] for i in range(n)]
+    inserted = [[x[0], 999, *x[1:]] for x in ids]  # one token slipped in after [CLS], in every prompt
+
+    def outcome(name, runner, token_ids, info=None):
+        save_items(tmp_path / f"{name}.safetensors", outputs)
+        (tmp_path / f"{name}.safetensors.requests.json").write_text(
+            json.dumps([{"prompt_token_ids": t} for t in token_ids]))
+        return RunOutcome(case.id, runner, "ok", output=str(tmp_path / f"{name}.safetensors"), info=info or {})
+
+    live = outcome("hf", "hf", ids)
+    gdir = tmp_path / "golden"
+    golden.write(gdir, case.id, outputs, task=case.task, fingerprint="f" * 64,
+                 inputs={"name": "short-texts", "sha256": input_set(case.inputs).sha256}, dtype="float32",
+                 device="cpu", versions={}, model="synthetic",
+                 key=golden.reference_key(case, model_dir, "float32", "cpu"), token_ids=ids)
+    from_golden = golden_reference(case, model_dir, "f" * 64, "float32", "cpu", gdir)
+    assert from_golden.status == "ok", from_golden.reason
+    bad = outcome("bad", "vllm-v1", inserted, {"actual_runner": "v1"})
+    good = outcome("good", "vllm-v1", ids, {"actual_runner": "v1"})
+    for ref in (live, from_golden):
+        v = verdict_for(case, "vllm-v1", "float32", ref, bad)
+        assert v.status == "fail" and "token ids differ at item 0, position 1: reference 2000, runner 999" in v.reason
+        v = verdict_for(case, "vllm-v1", "float32", ref, good)
+        assert v.status == "pass" and v.notes["token_ids"] == f"token ids equal for {n} of {n} items"
+    # a golden recorded before goldens stored token ids: loadable, but refused as the reference
+    manifest = gdir / case.id / "manifest.json"
+    m = json.loads(manifest.read_text())
+    del m["token_ids"]
+    manifest.write_text(json.dumps(m))
+    assert golden.read(gdir, case.id).items  # still loadable
+    stale = golden_reference(case, model_dir, "f" * 64, "float32", "cpu", gdir)
+    assert stale.status == "error" and f"`parity golden update -k {case.id}`" in stale.reason
+    v = verdict_for(case, "vllm-v1", "float32", stale, bad)
+    assert v.status == "error" and "token ids" in v.reason

@@ -53,8 +53,8 @@ def rank_disagreement(ref: list[np.ndarray], got: list[np.ndarray], items: tuple
     r = np.array([float(np.asarray(x).reshape(-1)[0]) for x in ref])
     g = np.array([float(np.asarray(x).reshape(-1)[0]) for x in got])
     tol = tolerance if tolerance is not None else Tolerance()
-    bad = sum(1 for idx in groups
-              if not ranks_as_reference([idx[k] for k in np.argsort(-g[idx], kind="stable")], r, tol))
+    orders = [[idx[k] for k in np.argsort(-g[idx], kind="stable")] for idx in groups]
+    bad = sum(1 for order in orders if not ranks_as_reference(order, r, tol))
     return bad / len(groups)
 
 
@@ -76,13 +76,13 @@ def reference_problem(ref: list[np.ndarray], n_inputs: int) -> str | None:
         return f"the reference is unusable: it returned {len(ref)} outputs for {n_inputs} inputs"
     for i, r in enumerate(ref):
         if r.size == 0:
-            return (f"the reference is unusable: empty reference output at item {i} (shape {list(r.shape)}); "
-                    f"for a PRM this means no step tag was found: check step_tag_id")
+            return (f"the reference is unusable: empty reference output at item {i} "
+                    f"(shape {list(r.shape)}); for a PRM this means no step tag was found: check step_tag_id")
         r64 = _f64(r)
         for what, bad in (("NaN", np.isnan(r64)), ("Inf", np.isinf(r64))):
             if bad.any():
-                return (f"the reference is unusable: {what} in reference output at item {i}; the reference "
-                        f"(HF or its golden) is broken, not the runner")
+                return (f"the reference is unusable: {what} in reference output at item {i}; "
+                        f"the reference (HF or its golden) is broken, not the runner")
     return None
 
 
@@ -110,11 +110,12 @@ def degenerate_reference(ref: list[np.ndarray], items: tuple | None = None) -> s
     """A reference whose outputs barely vary across inputs makes any comparison meaningless.
     Counted over DISTINCT inputs (`items`; each item distinct when not given): a duplicate input
     owes no distinct output. Fewer than two distinct inputs cannot show that the reference varies
-    at all (a constant model would pass), so that is degenerate too (the matrix refuses such sets)."""
+    at all (a constant model would pass), so that is degenerate too (the matrix refuses such
+    sets)."""
     n_inputs = distinct_inputs(items) if items is not None else len(ref)
     if n_inputs < 2:
-        return (f"{len(ref)} item(s) with {n_inputs} distinct input(s) cannot show that the reference varies "
-                f"with its input (a constant model would pass); give the case >= 2 distinct inputs")
+        return (f"{len(ref)} item(s) with {n_inputs} distinct input(s) cannot show that the "
+                f"reference varies with its input (a constant model would pass); give the case >= 2 distinct inputs")
     summaries = [(_f64(a).mean(axis=0) if a.ndim >= 2 else _f64(a)).reshape(-1) for a in ref]
     if len({s.shape for s in summaries}) > 1:
         return None
@@ -188,8 +189,9 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
         return Measurement(problem=problem)
     if ref_ids is None and (any(x is not None for x in got_ids or []) or usage_units(got_meta)):
         # expected and could not run: an error, never a note (e.g. a golden without token ids)
-        return Measurement(reference_problem="the runner recorded prompt token ids (or usage) but the reference "
-                                             "recorded none, so the token-id and usage checks could not run")
+        return Measurement(reference_problem="the runner recorded prompt token ids (or usage) but "
+                                             "the reference recorded none, so the token-id and "
+                                             "usage checks could not run")
     problem, note = token_problem(ref_ids, got_ids, items)
     if problem is not None:
         return Measurement(problem=problem, notes={"token_ids": problem})
@@ -207,13 +209,15 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
     bounds = tolerance.bounds()
     unowned = sorted(set(bounds) - set(METRICS) - set(MTEB_BOUNDS))
     if unowned:  # a bound nothing measures must never be dropped silently
-        raise ValueError(f"bounds {unowned} have no metric in harness.compare.METRICS nor in the MTEB path")
+        raise ValueError(f"bounds {unowned} have no metric in harness.compare.METRICS "
+                         f"nor in the MTEB path")
     names = list(metric_names) + [m for m in bounds if m not in metric_names and m in METRICS]
     for m in MTEB_BOUNDS:
         if m in bounds:
-            notes[m] = f"{m} <= {bounds[m]:g} is gated by `parity mteb` (MTEB scores), not by this comparison"
-    return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items, tolerance), bounds.get(m)) for m in names],
-                       notes=notes)
+            notes[m] = (f"{m} <= {bounds[m]:g} is gated by `parity mteb` (MTEB scores), "
+                        f"not by this comparison")
+    values = {m: METRICS[m](ref, got, items, tolerance) for m in names}
+    return Measurement(metrics=[Metric(m, values[m], bounds.get(m)) for m in names], notes=notes)
 
 
 def compare(case: Case, runner: str, tolerance: Tolerance, metric_names: tuple[str, ...],

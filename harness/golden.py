@@ -6,9 +6,8 @@ task, dtype, device, library versions, date, per-item summary statistics) and th
 names, `reference-<sha12>.safetensors`, and the reference's prompt token ids per item,
 `tokens-<sha12>.json` (one item a line; null for an item the recipe does not tokenize as one
 sequence), so the golden path runs the token-id and usage checks as the live path does. An
-update writes the new arrays under a new name, then
-replaces the manifest atomically, then removes the old arrays and token ids: a write killed at any point
-leaves either the old golden or the new one, never a mix. The manifest records the arrays'
+update writes the new arrays under a new name, then replaces the manifest atomically, then
+removes the old arrays and token ids: a write killed at any point leaves either the old golden or the new one, never a mix. The manifest records the arrays'
 sha256, so a truncated or edited arrays file is detected, not compared.
 """
 
@@ -101,7 +100,8 @@ def write(root: Path, case_id: str, items: list[np.ndarray], *, task: str, finge
     """`token_ids`: the reference's prompt token ids per item (None for an item it did not tokenize
     as one sequence), or None when the reference recorded none at all."""
     if token_ids is not None and len(token_ids) != len(items):
-        raise ValueError(f"golden {case_id!r}: {len(token_ids)} token-id entries for {len(items)} items")
+        raise ValueError(f"golden {case_id!r}: {len(token_ids)} token-id entries "
+                         f"for {len(items)} items")
     d = case_dir(root, case_id)
     d.mkdir(parents=True, exist_ok=True)
     old = _read_manifest(d) if (d / MANIFEST).exists() else None
@@ -164,14 +164,16 @@ def read(root: Path, case_id: str) -> Golden:
     except Exception as e:  # noqa: BLE001 - any unreadable file is a corrupt golden
         raise GoldenError("corrupt", f"{arrays}: unreadable ({e})") from None
     named = manifest.get("token_ids")
-    if not isinstance(named, dict):  # made before goldens stored token ids: loadable, refused by check_matches
+    if not isinstance(named, dict):  # older than token ids: loadable, refused by check_matches
         return Golden(items, manifest, arrays)
     tokens = d / str(named.get("file", ""))
     if not tokens.is_file():
-        raise GoldenError("corrupt", f"{d}: manifest names token ids {named.get('file')!r}, which is missing")
+        raise GoldenError("corrupt", f"{d}: manifest names token ids {named.get('file')!r}, "
+                                     f"which is missing")
     if _sha256(tokens) != named.get("sha256"):
-        raise GoldenError("corrupt", f"{tokens}: contents do not match the manifest's sha256 (truncated or "
-                                     f"edited); regenerate with `parity golden update -k {case_id}`")
+        raise GoldenError("corrupt", f"{tokens}: contents do not match the manifest's sha256 "
+                                     f"(truncated or edited); regenerate with "
+                                     f"`parity golden update -k {case_id}`")
     try:
         requests = json.loads(tokens.read_text())
     except json.JSONDecodeError as e:
@@ -194,9 +196,10 @@ def check_matches(golden: Golden, case_id: str, fingerprint: str, inputs_sha256:
         problems += [f"{k} {recorded.get(k)!r} != case's {key.get(k)!r}" for k in sorted(set(key) | set(recorded))
                      if recorded.get(k) != key.get(k)]
     if not isinstance(m.get("token_ids"), dict):
-        raise GoldenError("stale", f"golden for {case_id!r} was recorded before goldens stored the reference's "
-                                   f"prompt token ids, so the token-id and usage checks could not run against it; "
-                                   f"refused. Re-record it with `parity golden update -k {case_id}`")
+        raise GoldenError("stale", f"golden for {case_id!r} was recorded before goldens stored "
+                                   f"the reference's prompt token ids, so the token-id and usage "
+                                   f"checks could not run against it; refused. Re-record it with "
+                                   f"`parity golden update -k {case_id}`")
     if m.get("model_fingerprint") != fingerprint:
         problems.append(f"model fingerprint {str(m.get('model_fingerprint'))[:12]} != case's {fingerprint[:12]}")
     if (m.get("inputs") or {}).get("sha256") != inputs_sha256:

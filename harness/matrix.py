@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from harness.tasks import TaskName, task_kind
 
@@ -101,7 +101,7 @@ class Tolerance(_Strict):
     @field_validator("*")
     @classmethod
     def _can_fail(cls, v: float | None, info: ValidationInfo) -> float | None:
-        """A bound that no measurement can exceed (or that nothing can meet) gates nothing: refused."""
+        """A bound no measurement can exceed (or none can meet) gates nothing: refused."""
         problem = None if v is None else bound_problem(str(info.field_name), v)
         if problem:
             raise ValueError(problem)
@@ -129,8 +129,8 @@ def bound_problem(name: str, value: float) -> str | None:
                 f"valid: a finite number >= 0{_below(name)}")
     ceiling = METRIC_CEILINGS.get(name)
     if ceiling is not None and value >= ceiling:
-        return (f"bound {name}={value} is >= {ceiling:g}, the largest value {name} can take, so it can "
-                f"never fail; valid: 0 <= {name} < {ceiling:g}")
+        return (f"bound {name}={value} is >= {ceiling:g}, the largest value {name} can take, "
+                f"so it can never fail; valid: 0 <= {name} < {ceiling:g}")
     return None
 
 
@@ -166,9 +166,11 @@ class Divergence(_Strict):
                              f"valid: {', '.join(METRIC_CEILINGS)}")
         both = [m for m in self.at_ceiling if self.bounds is not None and m in self.bounds.bounds()]
         if both:
-            raise ValueError(f"{both} both bounded in the envelope and listed in at_ceiling: choose one")
+            raise ValueError(f"{both} both bounded in the envelope and listed in at_ceiling: "
+                             f"choose one")
         if self.at_ceiling and self.bounds is None:
-            raise ValueError("at_ceiling needs an envelope (`bounds`) for the metrics it leaves out")
+            raise ValueError("at_ceiling needs an envelope (`bounds`) for the metrics it "
+                             "leaves out")
         return self
 
 
@@ -503,12 +505,13 @@ def _ungated_bounds(case: Case) -> str | None:
     if not case.mteb_tasks:
         dtypes = [d for d, tol in case.tolerances.items() if tol.main_score is not None]
         if dtypes:
-            return (f"key 'tolerances': main_score is bounded for {dtypes} but the case has no mteb_tasks, so "
-                    f"nothing would gate it; add mteb_tasks or remove the bound")
+            return (f"key 'tolerances': main_score is bounded for {dtypes} but the case has no "
+                    f"mteb_tasks, so nothing would gate it; add mteb_tasks or remove the bound")
     if case.divergence is not None and case.divergence.bounds is not None \
             and case.divergence.bounds.main_score is not None:
-        return ("key 'divergence.bounds': main_score cannot be an envelope bound (`parity mteb` applies no "
-                "divergence); valid envelope keys: cosine_distance, max_abs, max_rel, rank_disagreement")
+        return ("key 'divergence.bounds': main_score cannot be an envelope bound (`parity mteb` "
+                "applies no divergence); valid envelope keys: cosine_distance, max_abs, max_rel, "
+                "rank_disagreement")
     return None
 
 
@@ -564,16 +567,17 @@ def load_matrix(path: str | Path) -> Matrix:
 
         n_distinct = distinct_inputs(input_set(case.inputs).items)
         if n_distinct < 2:
-            problems.append(f"{_error_location(('inputs',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
-                            f"key 'inputs': input set {case.inputs!r} has {n_distinct} distinct input(s); a case "
-                            f"needs >= 2 distinct inputs, or nothing shows that the reference varies with its "
-                            f"input (a constant model would pass)")
+            at = _error_location(("inputs",), raw, doc, i, fam, str(fam_name))
+            problems.append(f"{at}: case {case_id!r}, key 'inputs': input set {case.inputs!r} has "
+                            f"{n_distinct} distinct input(s); a case needs >= 2 distinct inputs, "
+                            f"or nothing shows that the reference varies with its input (a "
+                            f"constant model would pass)")
             continue
         ungated = _ungated_bounds(case)
         if ungated:
             key = ungated.split("'")[1].split(".")[0]
-            problems.append(f"{_error_location((key,), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
-                            f"{ungated}")
+            at = _error_location((key,), raw, doc, i, fam, str(fam_name))
+            problems.append(f"{at}: case {case_id!r}, {ungated}")
             continue
         if case.dtype is not None and case.dtype not in case.tolerances:
             problems.append(

@@ -59,7 +59,8 @@ def _request_meta(outcome: RunOutcome | None) -> list[dict] | None:
     if outcome is not None and outcome.info.get("requests_file"):  # a golden's token ids
         path: Path | None = Path(outcome.info["requests_file"])
     else:
-        path = Path(f"{outcome.output}.requests.json") if outcome is not None and outcome.output else None
+        out = outcome.output if outcome is not None else None
+        path = Path(f"{out}.requests.json") if out else None
     if path is None or not path.is_file():
         return None
     return json.loads(path.read_text())
@@ -131,8 +132,8 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
         model = plan.models[case.id]
         if isinstance(model, ModelProblem) or case.variant_of is not None:
             continue  # nothing to compare, or a derived check case (held to its base case's golden)
-        out[(case.id, REFERENCE_RUNNER)] = golden_reference(case, model.path, model.fingerprint, plan.dtypes[case.id],
-                                                            plan.platform.device, golden_dir)
+        out[(case.id, REFERENCE_RUNNER)] = golden_reference(
+            case, model.path, model.fingerprint, plan.dtypes[case.id], plan.platform.device, golden_dir)
     return out
 
 
@@ -241,8 +242,9 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
             return Verdict("fail", f"golden was missing; recorded now at {record()}: review and commit it"), []
         return Verdict("error" if e.kind != "missing" else "fail", f"golden {e.kind}: {e}"), []
     # the same comparison as a runner's against HF: the golden's token ids against the fresh run's
-    v = judge(case, REFERENCE_RUNNER, compare.measure(case.tolerance(dtype), task_kind(case.task).metrics, g.items,
-                                                      items, inputs.items, _golden_ids(g), ids))
+    found = compare.measure(case.tolerance(dtype), task_kind(case.task).metrics, g.items, items,
+                            inputs.items, _golden_ids(g), ids)
+    v = judge(case, REFERENCE_RUNNER, found)
     metrics = [MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics]
     if v.status != "pass":
         obtained = golden.write_obtained(golden_dir, case.id, items)

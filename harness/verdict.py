@@ -82,7 +82,7 @@ def judge(case: "Case", runner: str, m: Measurement) -> Verdict:
 
 def _judge(case: "Case", runner: str, m: Measurement) -> Verdict:
     if m.reference_problem is not None:
-        return Verdict("error", m.reference_problem, m.metrics)  # blames the reference, marked or not
+        return Verdict("error", m.reference_problem, m.metrics)  # the reference's, marked or not
     if m.problem is not None:
         return _divergence(case, runner, Verdict("fail", m.problem, m.metrics), structural=True)
     if m.degenerate is not None:

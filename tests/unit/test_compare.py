@@ -118,7 +118,8 @@ def test_token_ids_must_be_equal_and_the_first_difference_is_named():
     # the runner recorded ids the reference did not (e.g. a golden without them): the check was
     # expected and could not run, an error naming the reference, never a note
     m = measure(TOL, ("max_abs",), ref, same, ITEMS4, None, ids)
-    assert "the reference recorded none, so the token-id and usage checks could not run" in m.reference_problem
+    assert ("the reference recorded none, so the token-id and usage checks could not run"
+            in m.reference_problem)
     # a runner that records none: the report says so
     m = measure(TOL, ("max_abs",), ref, same, ITEMS4, ids, None)
     assert m.problem is None and "the runner recorded none" in m.notes["token_ids"]
@@ -157,7 +158,8 @@ def _tied_adversarial_scores():
 
 
 def test_reference_ties_are_not_rank_disagreement_but_a_real_swap_is():
-    """One tie rule for the offline metric and the /rerank check (server_answers.ranks_as_reference)."""
+    """One tie rule for the offline metric and the /rerank check
+    (server_answers.ranks_as_reference)."""
     from harness.server_answers import ranks_as_reference
 
     items, ref = _tied_adversarial_scores()
@@ -167,17 +169,20 @@ def test_reference_ties_are_not_rank_disagreement_but_a_real_swap_is():
         got[i] = np.nextafter(got[i], np.float32(1))
     assert rank_disagreement(ref, got, items, tol) == 0.0
     assert rank_disagreement(ref, got, items) == 0.0  # exact ties, without a tolerance, too
-    case = make_case(task="score", inputs="adversarial-pairs", tolerances={"float32": tol.model_dump()})
-    assert compare(case, "vllm-v1", tol, ("max_abs", "max_rel", "rank_disagreement"), ref, got, items).status == "pass"
+    case = make_case(task="score", inputs="adversarial-pairs",
+                     tolerances={"float32": tol.model_dump()})
+    metrics = ("max_abs", "max_rel", "rank_disagreement")
+    assert compare(case, "vllm-v1", tol, metrics, ref, got, items).status == "pass"
     # a real swap of two untied items (0.9 and 0.85, far beyond the slack) still disagrees
     swapped = [a.copy() for a in got]
     swapped[0], swapped[1] = got[1].copy(), got[0].copy()
     assert rank_disagreement(ref, swapped, items, tol) == 0.5
-    v = compare(case, "vllm-v1", tol, ("max_abs", "max_rel", "rank_disagreement"), ref, swapped, items)
+    v = compare(case, "vllm-v1", tol, metrics, ref, swapped, items)
     assert v.status == "fail" and "rank_disagreement" in v.reason
     # the server's rank check uses the same rule: the tied order passes, the swapped one does not
     r = np.array([float(a[0]) for a in ref])
-    assert ranks_as_reference([0, 1, 2, 4, 3], r, tol) and not ranks_as_reference([1, 0, 2, 3, 4], r, tol)
+    assert ranks_as_reference([0, 1, 2, 4, 3], r, tol)
+    assert not ranks_as_reference([1, 0, 2, 3, 4], r, tol)
 
 
 def test_a_chain_of_near_ties_cannot_hide_an_inversion():
@@ -194,29 +199,37 @@ def test_a_chain_of_near_ties_cannot_hide_an_inversion():
     (lambda r: r[:-1], "it returned 3 outputs for 4 inputs"),
 ])
 def test_an_unusable_reference_is_an_error_naming_the_reference_not_a_fail(fault, text):
-    """NaN in the REFERENCE is the reference's fault: error, never a fail blaming vLLM, marked or not."""
+    """NaN in the REFERENCE is the reference's fault: an error, never a fail blaming vLLM,
+    marked or not."""
     ref = vecs()
     got = [a.copy() for a in ref]
-    for case in (make_case(), make_case(divergence={"runners": ["vllm-v1"], "reason": "k", "bounds": {"max_abs": 1.0}})):
-        v = compare(case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), fault(ref), got[:len(fault(ref))], tuple("abcd"))
-        assert v.status == "error" and "the reference is unusable" in v.reason and text in v.reason, v.reason
+    marked = make_case(divergence={"runners": ["vllm-v1"], "reason": "k", "bounds": {"max_abs": 1.0}})
+    for case in (make_case(), marked):
+        bad = fault(ref)
+        v = compare(case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), bad, got[:len(bad)],
+                    tuple("abcd"))
+        assert v.status == "error" and "the reference is unusable" in v.reason, v.reason
+        assert text in v.reason
 
 
 def test_a_single_item_cannot_pass_a_constant_model():
     """One item shows nothing about whether the reference varies: a constant model must not pass."""
     const = [np.full(8, 0.5, np.float32)]
-    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), const, [const[0].copy()], ("only",))
+    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), const,
+                [const[0].copy()], ("only",))
     assert v.status == "error" and ">= 2 distinct inputs" in v.reason
 
 
 def test_duplicate_inputs_are_counted_once_when_judging_a_degenerate_reference():
     """Two identical inputs owe no distinct outputs: count distinct INPUTS, not items."""
     a, b = vecs(2)
-    items = ("same text",) * 5 + ("other text",)  # a healthy model: two distinct inputs, two outputs
+    items = ("same text",) * 5 + ("other text",)  # healthy: two distinct inputs, two outputs
     ref = [a.copy() for _ in range(5)] + [b]
-    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, [x.copy() for x in ref], items)
+    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref,
+                [x.copy() for x in ref], items)
     assert v.status == "pass", v.reason
     # two identical inputs only: one distinct input, whatever the outputs
     assert ">= 2 distinct inputs" in degenerate_reference([a, a.copy()], ("same", "same"))
     # many outputs alike over many distinct inputs is still degenerate, counted over distinct inputs
-    assert "only 2 distinct outputs for 6 distinct inputs" in degenerate_reference([a, a, a, b, b, b], tuple("uvwxyz"))
+    assert ("only 2 distinct outputs for 6 distinct inputs"
+            in degenerate_reference([a, a, a, b, b, b], tuple("uvwxyz")))

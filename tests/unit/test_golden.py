@@ -159,7 +159,8 @@ def test_token_ids_round_trip_and_an_edited_tokens_file_is_corrupt(tmp_path):
     assert g.manifest["token_ids"]["items_with_ids"] == 4
     tokens = d / g.manifest["token_ids"]["file"]
     tokens.write_text(tokens.read_text().replace("101", "100", 1))
-    with pytest.raises(GoldenError, match=r"tokens-.*contents do not match.*parity golden update -k case-a") as e:
+    with pytest.raises(GoldenError,
+                       match=r"tokens-.*contents do not match.*parity golden update -k case-a") as e:
         golden.read(tmp_path, "case-a")
     assert e.value.kind == "corrupt"
 
@@ -171,8 +172,8 @@ def test_a_golden_without_token_ids_loads_but_is_refused_naming_the_update(tmp_p
     (d / "manifest.json").write_text(json.dumps(m))
     g = golden.read(tmp_path, "case-a")  # loadable
     assert g.requests is None and len(g.items) == 4
-    with pytest.raises(GoldenError, match=r"before goldens stored the reference's prompt token ids.*"
-                                          r"`parity golden update -k case-a`") as e:
+    with pytest.raises(GoldenError, match=r"before goldens stored the reference's prompt token "
+                                          r"ids.*`parity golden update -k case-a`") as e:
         golden.check_matches(g, "case-a", "f" * 64, "i" * 64, KEY)
     assert e.value.kind == "stale"
 
@@ -180,8 +181,9 @@ def test_a_golden_without_token_ids_loads_but_is_refused_naming_the_update(tmp_p
 def test_an_update_replaces_the_token_ids_file(tmp_path):
     d = _write(tmp_path, _items())
     first = json.loads((d / "manifest.json").read_text())["token_ids"]["file"]
-    golden.write(tmp_path, "case-a", _items(), task="embed", fingerprint="f" * 64, inputs={"sha256": "i" * 64},
-                 dtype="float32", device="cpu", versions={}, model="m", key=KEY, token_ids=[None] * 4)
+    golden.write(tmp_path, "case-a", _items(), task="embed", fingerprint="f" * 64,
+                 inputs={"sha256": "i" * 64}, dtype="float32", device="cpu", versions={},
+                 model="m", key=KEY, token_ids=[None] * 4)
     second = json.loads((d / "manifest.json").read_text())["token_ids"]
     assert second["file"] != first and not (d / first).exists() and second["items_with_ids"] == 0
     assert golden.read(tmp_path, "case-a").requests == [{"prompt_token_ids": None}] * 4

@@ -236,7 +236,8 @@ def test_every_shipped_matrix_bounds_every_dtype(path):
     ("divergence", "max_abs: .inf", "max_abs=inf is not finite"),
     ("divergence", "rank_disagreement: 1.5", "rank_disagreement=1.5 is >= 1"),
 ])
-def test_a_bound_that_can_never_fail_is_a_matrix_error_with_its_line(write_matrix, where, bound, text):
+def test_a_bound_that_can_never_fail_is_a_matrix_error_with_its_line(write_matrix, where, bound,
+                                                                      text):
     """A bound no measurement can exceed (or none can meet) gates nothing: the matrix is refused,
     in tolerances and in a divergence's envelope alike, naming the line and what is valid."""
     if where == "tolerances":
@@ -254,7 +255,8 @@ def test_a_bound_that_can_never_fail_is_a_matrix_error_with_its_line(write_matri
 
 
 def test_bounds_at_the_edge_of_what_can_fail_are_accepted(write_matrix):
-    extra = "    tolerances:\n      float32: {cosine_distance: 1.99, max_abs: 0.0, rank_disagreement: 0.5}\n"
+    extra = ("    tolerances:\n"
+             "      float32: {cosine_distance: 1.99, max_abs: 0.0, rank_disagreement: 0.5}\n")
     (case,) = load_matrix(write_matrix(BASE + extra)).cases
     assert case.tolerance("float32").bounds() == {"cosine_distance": 1.99, "max_abs": 0.0,
                                                   "rank_disagreement": 0.5}
@@ -266,5 +268,7 @@ def test_a_case_needs_two_distinct_inputs(write_matrix):
     p = write_matrix(text)
     with pytest.raises(MatrixError) as e:
         load_matrix(p)
-    assert f"{p}:14" in str(e.value) and "has 1 distinct input(s); a case needs >= 2" in str(e.value)
-    (case,) = load_matrix(write_matrix(BASE + "    inputs: {texts: [same words, other words]}\n")).cases
+    assert f"{p}:14" in str(e.value)
+    assert "has 1 distinct input(s); a case needs >= 2" in str(e.value)
+    two = BASE + "    inputs: {texts: [same words, other words]}\n"
+    assert len(load_matrix(write_matrix(two)).cases) == 1

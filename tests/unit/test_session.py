@@ -77,24 +77,26 @@ def test_a_runner_inserting_a_token_fails_against_the_golden_as_against_live_hf(
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     (model_dir / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
-    case = make_case(runners=["hf", "vllm-v1"], inputs="short-texts", model={"source": "local", "path": str(model_dir)})
+    case = make_case(runners=["hf", "vllm-v1"], inputs="short-texts",
+                     model={"source": "local", "path": str(model_dir)})
     n = len(input_set(case.inputs).items)
     rng = np.random.default_rng(0)
     outputs = [rng.normal(size=8).astype(np.float32) for _ in range(n)]
     ids = [[101, 2000 + i, 2001 + i, 102] for i in range(n)]
-    inserted = [[x[0], 999, *x[1:]] for x in ids]  # one token slipped in after [CLS], in every prompt
+    inserted = [[x[0], 999, *x[1:]] for x in ids]  # a token slipped in after [CLS], every prompt
 
     def outcome(name, runner, token_ids, info=None):
         save_items(tmp_path / f"{name}.safetensors", outputs)
         (tmp_path / f"{name}.safetensors.requests.json").write_text(
             json.dumps([{"prompt_token_ids": t} for t in token_ids]))
-        return RunOutcome(case.id, runner, "ok", output=str(tmp_path / f"{name}.safetensors"), info=info or {})
+        return RunOutcome(case.id, runner, "ok", output=str(tmp_path / f"{name}.safetensors"),
+                          info=info or {})
 
     live = outcome("hf", "hf", ids)
     gdir = tmp_path / "golden"
     golden.write(gdir, case.id, outputs, task=case.task, fingerprint="f" * 64,
-                 inputs={"name": "short-texts", "sha256": input_set(case.inputs).sha256}, dtype="float32",
-                 device="cpu", versions={}, model="synthetic",
+                 inputs={"name": "short-texts", "sha256": input_set(case.inputs).sha256},
+                 dtype="float32", device="cpu", versions={}, model="synthetic",
                  key=golden.reference_key(case, model_dir, "float32", "cpu"), token_ids=ids)
     from_golden = golden_reference(case, model_dir, "f" * 64, "float32", "cpu", gdir)
     assert from_golden.status == "ok", from_golden.reason
@@ -102,9 +104,11 @@ def test_a_runner_inserting_a_token_fails_against_the_golden_as_against_live_hf(
     good = outcome("good", "vllm-v1", ids, {"actual_runner": "v1"})
     for ref in (live, from_golden):
         v = verdict_for(case, "vllm-v1", "float32", ref, bad)
-        assert v.status == "fail" and "token ids differ at item 0, position 1: reference 2000, runner 999" in v.reason
+        assert v.status == "fail", v.reason
+        assert "token ids differ at item 0, position 1: reference 2000, runner 999" in v.reason
         v = verdict_for(case, "vllm-v1", "float32", ref, good)
-        assert v.status == "pass" and v.notes["token_ids"] == f"token ids equal for {n} of {n} items"
+        assert v.status == "pass", v.reason
+        assert v.notes["token_ids"] == f"token ids equal for {n} of {n} items"
     # a golden recorded before goldens stored token ids: loadable, but refused as the reference
     manifest = gdir / case.id / "manifest.json"
     m = json.loads(manifest.read_text())

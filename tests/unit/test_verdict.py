@@ -155,12 +155,19 @@ def test_an_invariance_check_in_effect_is_compared():
 def test_a_metric_recorded_at_its_ceiling_must_stay_there_and_is_named_as_not_held():
     """rank_disagreement 1 cannot be an envelope bound (it could never fail); a divergence that
     ranks every query otherwise names it in at_ceiling instead, and leaving 1 is a change."""
-    div = {"runners": ["vllm-v1"], "reason": "k", "bounds": {"max_abs": 0.7}, "at_ceiling": ["rank_disagreement"]}
-    case = make_case(task="score", tolerances={"float32": {"max_abs": 1e-5, "rank_disagreement": 0.0}},
-                     divergence=div)
-    at = judge(case, "vllm-v1", Measurement(metrics=[Metric("max_abs", 0.5, 1e-5), Metric("rank_disagreement", 1.0, 0.0)]))
-    assert at.status == "xfail" and "rank_disagreement at its largest value, not held by the envelope" in at.reason
-    half = judge(case, "vllm-v1", Measurement(metrics=[Metric("max_abs", 0.5, 1e-5), Metric("rank_disagreement", 0.5, 0.0)]))
-    assert half.status == "fail" and "rank_disagreement 0.5, recorded at its largest value 1" in half.reason
+    div = {"runners": ["vllm-v1"], "reason": "k", "bounds": {"max_abs": 0.7},
+           "at_ceiling": ["rank_disagreement"]}
+    case = make_case(task="score", divergence=div,
+                     tolerances={"float32": {"max_abs": 1e-5, "rank_disagreement": 0.0}})
+
+    def measured(rank: float) -> Measurement:
+        return Measurement(metrics=[Metric("max_abs", 0.5, 1e-5), Metric("rank_disagreement", rank, 0.0)])
+
+    at = judge(case, "vllm-v1", measured(1.0))
+    assert at.status == "xfail", at.reason
+    assert "rank_disagreement at its largest value, not held by the envelope" in at.reason
+    half = judge(case, "vllm-v1", measured(0.5))
+    assert half.status == "fail"
+    assert "rank_disagreement 0.5, recorded at its largest value 1" in half.reason
     with pytest.raises(ValueError, match="only a metric with a largest value"):
         make_case(divergence={**div, "at_ceiling": ["max_abs"]})

@@ -32,8 +32,6 @@ def ranks_as_reference(order: list[int], ref: np.ndarray, tolerance: Tolerance) 
                for i, a in enumerate(order) for b in order[i + 1:])
 
 
-_ranked = ranks_as_reference
-
 
 def rerank_problem(tolerance: Tolerance, ref: list[np.ndarray], items: tuple,
                    metas: list[dict] | None) -> tuple[str | None, str]:
@@ -55,7 +53,7 @@ def rerank_problem(tolerance: Tolerance, ref: list[np.ndarray], items: tuple,
             return f"{head}: the result for item(s) {wrong_doc} carries another document's text (index mapped wrongly)", ""
         expected = sorted(idx, key=lambda j: -r[j])
         order = sorted(idx, key=lambda j: got[j]["rank"])
-        if not _ranked(order, r, tolerance):
+        if not ranks_as_reference(order, r, tolerance):
             return (f"{head}: the server ranks items {order}, the reference's scores rank them {expected} "
                     f"(reference scores {[round(float(r[j]), 6) for j in order]} in the server's order)"), ""
         top_n = got[idx[0]].get("top_n")
@@ -66,7 +64,9 @@ def rerank_problem(tolerance: Tolerance, ref: list[np.ndarray], items: tuple,
         if len(top) != want:
             return f"{head}: top_n={top_n} returned {len(top)} documents for {len(idx)}, expected {want}", ""
         rest = [j for j in idx if j not in top]
-        if not _ranked(top, r, tolerance) or (rest and not _ranked([top[-1], max(rest, key=lambda j: r[j])], r, tolerance)):
+        best_rest = max(rest, key=lambda j: r[j]) if rest else None
+        if not ranks_as_reference(top, r, tolerance) or (
+                best_rest is not None and not ranks_as_reference([top[-1], best_rest], r, tolerance)):
             return f"{head}: top_n={top_n} returned items {top}, the reference's top {want} are {expected[:want]}", ""
         for j in top:
             diff = abs(got[j]["top_score"] - r[j])

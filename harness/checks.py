@@ -36,6 +36,23 @@ _SERVE_VARIANTS: dict[str, dict] = {
     "sequential": {"max_in_flight": 1},
 }
 SERVE_CHECKS: tuple[str, ...] = tuple(_SERVE_VARIANTS)
+# the runners each kind of check runs on (a derived case keeps the base case's runners among these)
+_ENGINE_RUNNERS = ("vllm-v1", "vllm-v2")
+_SERVE_RUNNERS = ("vllm-serve-v1", "vllm-serve-v2", "vllm-serve-auto")
+
+
+def runners_of(check: str) -> tuple[str, ...]:
+    """The runners a check can run on: engine settings need the offline engine (V1/V2 asked for
+    explicitly), request patterns of the server need a server runner."""
+    return _SERVE_RUNNERS if check in SERVE_CHECKS else _ENGINE_RUNNERS
+
+
+def misfit_checks(case: Case) -> list[str]:
+    """Why each of a case's checks would run on none of its runners (a matrix error: a derived
+    case without runners would be dropped silently)."""
+    return [f"check {check!r} runs on {', '.join(runners_of(check))}, none of which the case runs "
+            f"(runners: {', '.join(case.runners)}): add one of them or remove the check"
+            for check in case.checks if not set(runners_of(check)) & set(case.runners)]
 
 
 def expand_checks(cases: list[Case], seed: int = 0) -> list[Case]:
@@ -49,8 +66,7 @@ def expand_checks(cases: list[Case], seed: int = 0) -> list[Case]:
             serve = case.serve.model_copy(update=_SERVE_VARIANTS.get(check, {}))
             out.append(case.model_copy(update={
                 "id": f"{case.id}@{check}",
-                "runners": [r for r in case.runners
-                            if (r.startswith("vllm-serve-") if check in SERVE_CHECKS else r in ("vllm-v1", "vllm-v2"))],
+                "runners": [r for r in case.runners if r in runners_of(check)],
                 "engine": {**case.engine, **engine},
                 "serve": serve,
                 "run_options": {**case.run_options, **options},

@@ -79,11 +79,10 @@ def summarize(meta: list[dict]) -> dict[str, Any]:
     """The run-level proof of effect from per-request traces (input order): arrival_order (input
     indices in the order the engine received them), peak_batch (most requests scheduled in one
     step), engine_steps, split_prompts (requests scheduled over more than one step) and
-    tokens_scheduled (every prompt token the engine scheduled). None where untraced."""
-    traced = [m for m in meta if m.get("scheduled")]
-    if not meta or len(traced) != len(meta):
-        return {"arrival_order": None, "peak_batch": None, "engine_steps": None, "split_prompts": None,
-                "tokens_scheduled": None}
+    tokens_scheduled (every prompt token the engine scheduled). Nothing unless every request was
+    traced."""
+    if not meta or not all(m.get("scheduled") for m in meta):
+        return {}
     arrival = [m.get("engine_arrival") for m in meta]
     order = None if None in arrival else sorted(range(len(meta)), key=lambda i: arrival[i])
     entries = [e for m in meta for e in m["scheduled"]]

@@ -159,5 +159,6 @@ def test_the_derived_engine_settings_differ_from_the_base_run():
 
 
 def test_summarize_without_traces_says_none():
-    assert summarize([{"prompt_token_ids": [1]}])["arrival_order"] is None
+    assert summarize([{"prompt_token_ids": [1]}]) == {}
+    assert summarize([{"scheduled": [[0, 5, 2]], "engine_arrival": 0}, {"scheduled": []}]) == {}
     assert EngineTrace(None, "why").per_request(["0"]) == [{}]

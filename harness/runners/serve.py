@@ -364,12 +364,15 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 
 def metrics_delta(before: dict[str, float] | str, after: dict[str, float] | str) -> dict[str, Any]:
-    """What the server counted during one run: engine steps that finished requests, requests finished."""
+    """What the server counted during one run: engine steps that finished requests, requests
+    finished, and the fewest requests its fullest step can have held (ceil(requests / steps))."""
     if isinstance(before, str) or isinstance(after, str):
         return {"error": before if isinstance(before, str) else after}
     delta: dict[str, Any] = {}
     for key, name in (("engine_steps", ENGINE_STEPS), ("requests_finished", REQUESTS_FINISHED)):
         delta[key] = int(after[name] - before.get(name, 0.0)) if name in after else None
+    steps, done = delta["engine_steps"], delta["requests_finished"]
+    delta["peak_batch_at_least"] = -(-done // steps) if steps and done is not None else None
     return delta
 
 

@@ -302,7 +302,8 @@ def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(tmp
     requests = _requests(runner, str(tmp_path / "out"))
     assert requests["peak_in_flight"] == 16  # the client had 16 in flight every time
     if metrics:
-        assert requests["server_metrics"] == {"engine_steps": 24 // per_step, "requests_finished": 24}
+        assert requests["server_metrics"] == {"engine_steps": 24 // per_step, "requests_finished": 24,
+                                              "peak_batch_at_least": per_step}
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["concurrent"]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
     reason = check_not_in_effect(derived, {"requests": requests})

@@ -233,6 +233,10 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
                     f"({'more than one' if check == 'concurrent' else 'exactly one'} needed)")
         if check == "concurrent":
             return _server_batching_unproven(unproven, req)
+        server = req.get("server_metrics") or {}
+        if (server.get("requests_finished") or 0) > (server.get("engine_steps") or 0) > 0:
+            return (f"{head}: one request was in flight at a time, yet the server finished "
+                    f"{server['requests_finished']} requests in {server['engine_steps']} engine steps")
     elif check == "no_prefix_cache":
         if eff.get("enable_prefix_caching") is not False or req.get("cached_tokens"):
             return (f"{head}: enable_prefix_caching={eff.get('enable_prefix_caching')}, "

@@ -257,7 +257,8 @@ def test_a_concurrency_check_must_prove_it_took_effect(check, peak, error):
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": [check]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
     assert derived.runners == ["vllm-serve-v1"] and derived.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
-    batched = {"engine_steps": 3, "requests_finished": 24}  # the server's own counts: some step held 2+
+    # the server's own counts: some step held 2+ (concurrent), every step held one (sequential)
+    batched = {"engine_steps": 3 if check == "concurrent" else 24, "requests_finished": 24}
     reason = check_not_in_effect(derived, {"requests": {"peak_in_flight": peak, "server_metrics": batched}})
     assert reason == (None if error is None else f"invariance check {check} " + error)
 
@@ -311,6 +312,22 @@ def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(tmp
         assert reason is None
     else:
         assert reason.startswith("invariance check concurrent is not proven: " + error), reason
+
+
+def test_sequential_is_an_error_when_the_server_counts_more_requests_than_steps(tmp_path):
+    from harness.runners.worker import _requests
+
+    base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["sequential"]})
+    (derived,) = [c for c in expand_checks([base]) if c.variant_of]
+    alone = _served(_metered_embed_server(1))
+    alone.run("embed", list(TEXTS), {"max_in_flight": 1})
+    assert check_not_in_effect(derived, {"requests": _requests(alone, str(tmp_path / "a"))}) is None
+    # seeded: a server whose counts say it ran requests together though one was sent at a time
+    odd = _served(_metered_embed_server(4))
+    odd.run("embed", list(TEXTS), {"max_in_flight": 1})
+    reason = check_not_in_effect(derived, {"requests": _requests(odd, str(tmp_path / "b"))})
+    assert reason == ("invariance check sequential did not take effect: one request was in flight at a time, "
+                      "yet the server finished 24 requests in 6 engine steps")
 
 
 # --- faults: each its own error, with the server's log tail ---

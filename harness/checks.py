@@ -27,8 +27,8 @@ _VARIANTS: dict[str, tuple[dict, dict]] = {
     # more tokens than one step holds, none split). vLLM wants max_num_batched_tokens >=
     # max_model_len without chunking, hence 64-token prompts at most there.
     "chunked_prefill": ({"enable_chunked_prefill": True, "max_num_batched_tokens": 16, "max_num_seqs": 16}, {}),
-    "no_chunked_prefill": ({"enable_chunked_prefill": False, "max_model_len": 64, "max_num_batched_tokens": 64,
-                            "max_num_seqs": 16}, {}),
+    "no_chunked_prefill": ({"enable_chunked_prefill": False, "max_model_len": 64,
+                            "max_num_batched_tokens": 64, "max_num_seqs": 16}, {}),
     # the same requests twice: the second pass reads the prefix cache the first one filled. Only
     # whole KV blocks are cached and CPU blocks hold 128 tokens: 32-token blocks (the CPU minimum) let short prompts hit
     "prefix_cache": ({"enable_prefix_caching": True, "block_size": 32}, {"warm_prefix_cache": True}),

@@ -519,7 +519,8 @@ def load_matrix(path: str | Path) -> Matrix:
     # after `select`: an including file's defaults may give unselected cases other runners
     from harness.checks import misfit_checks
 
-    problems += [f"{checks_at[c.id]}: case {c.id!r}, key 'checks': {m}" for c in cases for m in misfit_checks(c)]
+    problems += [f"{checks_at[c.id]}: case {c.id!r}, key 'checks': {m}"
+                 for c in cases for m in misfit_checks(c)]
     if problems:
         raise MatrixError(f"{len(problems)} problem(s) in matrix {path}:\n" + "\n".join(problems))
     if not cases:

@@ -197,7 +197,8 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
         if not count or count < 2:
             return f"{head}: the case has {count} request(s); a batch of one is the base run itself"
         if peak != 1:
-            return f"{head}: an engine step scheduled {peak} requests together (one in every step needed)"
+            return (f"{head}: an engine step scheduled {peak} requests together "
+                    f"(one in every step needed)")
     elif check == "chunked_prefill":
         chunk, longest = eff.get("max_num_batched_tokens"), req.get("max_prompt_tokens")
         if eff.get("enable_chunked_prefill") is not True:
@@ -206,7 +207,8 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
             return untraced
         if not req["split_prompts"]:
             return (f"{head}: vLLM's scheduler split no prompt across engine steps (longest prompt "
-                    f"{longest} tokens, {chunk}-token steps); use longer inputs or a smaller max_num_batched_tokens")
+                    f"{longest} tokens, {chunk}-token steps); use longer inputs or a smaller "
+                    f"max_num_batched_tokens")
     elif check == "no_chunked_prefill":
         budget, tokens = eff.get("max_num_batched_tokens"), req.get("tokens_scheduled")
         if eff.get("enable_chunked_prefill") is not False:
@@ -214,11 +216,12 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
         if req.get("split_prompts") is None:
             return untraced
         if req["split_prompts"]:
-            return f"{head}: vLLM's scheduler split {req['split_prompts']} prompt(s) across engine steps"
+            split = req["split_prompts"]
+            return f"{head}: vLLM's scheduler split {split} prompt(s) across engine steps"
         if budget is None or tokens <= budget:
-            return (f"{head}: all {tokens} prompt tokens fit one {budget}-token step, so no prompt had to "
-                    f"wait for a later step instead of being split (as in the base run); use more inputs "
-                    f"or a smaller max_num_batched_tokens")
+            return (f"{head}: all {tokens} prompt tokens fit one {budget}-token step, so no "
+                    f"prompt had to wait for a later step instead of being split (as in the base "
+                    f"run); use more inputs or a smaller max_num_batched_tokens")
     elif check == "prefix_cache":
         if eff.get("enable_prefix_caching") is not True:
             return f"{head}: the engine ran with enable_prefix_caching={eff.get('enable_prefix_caching')}"
@@ -235,8 +238,9 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
             return _server_batching_unproven(unproven, req)
         server = req.get("server_metrics") or {}
         if (server.get("requests_finished") or 0) > (server.get("engine_steps") or 0) > 0:
+            done, steps = server["requests_finished"], server["engine_steps"]
             return (f"{head}: one request was in flight at a time, yet the server finished "
-                    f"{server['requests_finished']} requests in {server['engine_steps']} engine steps")
+                    f"{done} requests in {steps} engine steps")
     elif check == "no_prefix_cache":
         if eff.get("enable_prefix_caching") is not False or req.get("cached_tokens"):
             return (f"{head}: enable_prefix_caching={eff.get('enable_prefix_caching')}, "
@@ -255,6 +259,6 @@ def _server_batching_unproven(unproven: str, req: dict) -> str | None:
     if steps is None or done is None:
         return f"{unproven}: the server's /metrics has no engine-step or finished-request counts"
     if done <= steps:
-        return (f"{unproven}: the server finished {done} requests in {steps} engine steps, so no step "
-                f"is known to have held more than one (the server may not have batched them)")
+        return (f"{unproven}: the server finished {done} requests in {steps} engine steps, so no "
+                f"step is known to have held more than one (the server may not have batched them)")
     return None

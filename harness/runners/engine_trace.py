@@ -71,7 +71,8 @@ def attach(llm) -> EngineTrace:
         scheduler = llm.llm_engine.engine_core.engine_core.scheduler
     except AttributeError as e:
         return EngineTrace(None, f"the engine core runs in another process ({e}): its scheduler "
-                                 f"cannot be traced (VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps it here)")
+                                 f"cannot be traced (VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps it "
+                                 f"here)")
     return EngineTrace(scheduler)
 
 

@@ -220,7 +220,8 @@ class ServeRunner:
         # a request pattern (shuffle, one_by_one) is a send order here; every item is its own request
         before = asyncio.run(self._metrics(options))
         answered = run_with_options(call, numbered, {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")})
-        self.last_run = {"server_metrics": metrics_delta(before, asyncio.run(self._metrics(options)))}
+        after = asyncio.run(self._metrics(options))
+        self.last_run = {"server_metrics": metrics_delta(before, after)}
         # a case that ran on a server restarted after an earlier one died says so (info.requests)
         self.last_meta = [{**meta, "server_restarts": self.restarts} for _, meta in answered]
         return [out for out, _ in answered]
@@ -232,7 +233,7 @@ class ServeRunner:
                 r = await client.get("/metrics")
             r.raise_for_status()
             return parse_metrics(r.text)
-        except Exception as e:  # noqa: BLE001 - no metrics is recorded, and a check needing them errors
+        except Exception as e:  # noqa: BLE001 - recorded; a check that needs the metrics errors
             return f"{type(e).__name__}: {e}"[:300]
 
     def _client(self, options: dict):

@@ -208,7 +208,7 @@ class VllmRunner:
 
 
 def _meta(output) -> dict[str, Any]:
-    """What vLLM reports of one request: its id, the prompt token ids it ran and the prefix-cache hits."""
+    """What vLLM reports of one request: its id, the prompt token ids it ran, prefix-cache hits."""
     ids = getattr(output, "prompt_token_ids", None)
     cached = getattr(output, "num_cached_tokens", None)
     rid = getattr(output, "request_id", None)

@@ -93,7 +93,8 @@ def _requests(runner, out: str) -> dict | None:
             "min_prompt_tokens": min(lengths, default=None), "cached_tokens": sum(cached) if cached else None,
             "requests_with_cache_hits": sum(1 for c in cached if c > 0) if cached else None,
             "peak_in_flight": max(in_flight, default=None),
-            "server_restarts": max((m["server_restarts"] for m in meta if "server_restarts" in m), default=None),
+            "server_restarts": max((m["server_restarts"] for m in meta if "server_restarts" in m),
+                                   default=None),
             **summarize(meta), **(getattr(runner, "last_run", None) or {})}
 
 

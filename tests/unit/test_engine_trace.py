@@ -34,7 +34,8 @@ class FakeScheduler:
         left, out = self.budget, {}
         for req in list(self.waiting):
             fits = req[1] <= left
-            take = min(req[1], left) if (self.chunked or self.split_anyway) else (req[1] if fits else 0)
+            splits = self.chunked or self.split_anyway
+            take = min(req[1], left) if splits else (req[1] if fits else 0)
             if take == 0:
                 break
             out[req[0]] = take
@@ -50,7 +51,8 @@ class FakeLLM:
     outputs carry the caller's request id (the engine's own has a random suffix)."""
 
     def __init__(self, scheduler: FakeScheduler):
-        self.llm_engine = SimpleNamespace(engine_core=SimpleNamespace(engine_core=SimpleNamespace(scheduler=scheduler)))
+        core = SimpleNamespace(engine_core=SimpleNamespace(scheduler=scheduler))
+        self.llm_engine = SimpleNamespace(engine_core=core)
         self.counter = itertools.count()
 
     def embed(self, prompts, **_):
@@ -58,14 +60,18 @@ class FakeLLM:
         ids = []
         for p in prompts:
             ids.append(str(next(self.counter)))
-            sched.add_request(SimpleNamespace(request_id=f"{ids[-1]}-1a2b3c4d", num_tokens=len(p.split()) + 2))
+            n = len(p.split()) + 2
+            sched.add_request(SimpleNamespace(request_id=f"{ids[-1]}-1a2b3c4d", num_tokens=n))
         while sched.waiting:
             sched.schedule()
-        return [SimpleNamespace(request_id=rid, prompt_token_ids=[101] * (len(p.split()) + 2), num_cached_tokens=0,
-                                outputs=SimpleNamespace(embedding=[float(len(p))])) for rid, p in zip(ids, prompts)]
+        return [SimpleNamespace(request_id=rid, prompt_token_ids=[101] * (len(p.split()) + 2),
+                                num_cached_tokens=0,
+                                outputs=SimpleNamespace(embedding=[float(len(p))]))
+                for rid, p in zip(ids, prompts)]
 
 
-def _run(options: dict, budget: int = 4096, chunked: bool = True, split_anyway: bool = False, tmp=None) -> dict:
+def _run(options: dict, budget: int = 4096, chunked: bool = True, split_anyway: bool = False,
+         tmp=None) -> dict:
     runner = VllmRunner("v1")
     runner.llm = FakeLLM(FakeScheduler(budget, chunked, split_anyway))
     runner.trace = attach(runner.llm)
@@ -74,20 +80,24 @@ def _run(options: dict, budget: int = 4096, chunked: bool = True, split_anyway: 
     return _requests(runner, str(tmp / "out"))
 
 
-def _reason(check: str, requests: dict, effective: dict | None = None, trace: dict | None = None) -> str | None:
+def _reason(check: str, requests: dict, effective: dict | None = None,
+            trace: dict | None = None) -> str | None:
     (derived,) = [c for c in expand_checks([make_case(checks=[check])]) if c.variant_of]
-    return check_not_in_effect(derived, {"effective": effective or {}, "requests": requests, "engine_trace": trace})
+    info = {"effective": effective or {}, "requests": requests, "engine_trace": trace}
+    return check_not_in_effect(derived, info)
 
 
 def test_the_trace_records_arrival_order_and_steps_per_request(tmp_path):
     base = _run({}, tmp=tmp_path)
-    assert base["arrival_order"] == list(range(8)) and base["peak_batch"] == 8 and base["engine_steps"] == 1
-    shuffled = _run({"shuffle_seed": 0}, tmp=tmp_path)
-    assert sorted(shuffled["arrival_order"]) == list(range(8)) and shuffled["arrival_order"] != list(range(8))
+    assert base["arrival_order"] == list(range(8))
+    assert base["peak_batch"] == 8 and base["engine_steps"] == 1
+    shuffled = _run({"shuffle_seed": 0}, tmp=tmp_path)["arrival_order"]
+    assert sorted(shuffled) == list(range(8)) and shuffled != list(range(8))
     alone = _run({"one_by_one": True}, tmp=tmp_path)
     assert alone["peak_batch"] == 1 and alone["engine_steps"] == 8
     chunked = _run({}, budget=16, tmp=tmp_path)
-    assert chunked["split_prompts"] > 0 and chunked["tokens_scheduled"] == sum(len(t.split()) + 2 for t in TEXTS)
+    assert chunked["split_prompts"] > 0
+    assert chunked["tokens_scheduled"] == sum(len(t.split()) + 2 for t in TEXTS)
 
 
 def test_shuffle_and_one_by_one_in_effect_pass_and_their_base_run_would_not(tmp_path):
@@ -98,19 +108,25 @@ def test_shuffle_and_one_by_one_in_effect_pass_and_their_base_run_would_not(tmp_
     assert "an engine step scheduled 8 requests together" in _reason("one_by_one", base)
 
 
-@pytest.mark.parametrize("dropped, check", [("shuffle_seed", "shuffle"), ("one_by_one", "one_by_one")])
-def test_a_request_pattern_that_never_reaches_the_engine_is_an_error(monkeypatch, tmp_path, dropped, check):
+@pytest.mark.parametrize("dropped, check", [("shuffle_seed", "shuffle"),
+                                            ("one_by_one", "one_by_one")])
+def test_a_request_pattern_that_never_reaches_the_engine_is_an_error(monkeypatch, tmp_path,
+                                                                     dropped, check):
     """Seeded mutation: the runner loses the option on its way to the engine."""
     real = harness.checks.run_with_options
-    monkeypatch.setattr(harness.checks, "run_with_options",
-                        lambda call, items, options: real(call, items, {k: v for k, v in options.items() if k != dropped}))
+
+    def lossy(call, items, options):
+        return real(call, items, {k: v for k, v in options.items() if k != dropped})
+    monkeypatch.setattr(harness.checks, "run_with_options", lossy)
     (derived,) = [c for c in expand_checks([make_case(checks=[check])], seed=3) if c.variant_of]
     requests = _run(derived.run_options, tmp=tmp_path)
     ref = RunOutcome("c", "hf", "ok", output="y")
-    got = RunOutcome("c", "vllm-v1", "ok", output="x", info={"actual_runner": "v1", "requests": requests})
+    info = {"actual_runner": "v1", "requests": requests}
+    got = RunOutcome("c", "vllm-v1", "ok", output="x", info=info)
     same = lambda: Measurement(metrics=[Metric("max_abs", 0.0, 1e-5)])  # noqa: E731 - outputs agree
     v = outcome_verdict(derived, "vllm-v1", ref, got, same)
-    assert v.status == "error" and f"invariance check {check} did not take effect" in v.reason, v.reason
+    assert v.status == "error", v.reason
+    assert f"invariance check {check} did not take effect" in v.reason
 
 
 CHUNKED = {"enable_chunked_prefill": True, "max_num_batched_tokens": 16}
@@ -130,29 +146,35 @@ def test_no_chunked_prefill_needs_prompts_deferred_whole_not_split(tmp_path):
     assert _reason("no_chunked_prefill", deferred, UNCHUNKED) is None
     # seeded: an engine that splits prompts though chunking is off
     split = _run({}, budget=16, chunked=False, split_anyway=True, tmp=tmp_path)
-    assert "split 2 prompt(s) across engine steps" in _reason("no_chunked_prefill", split, UNCHUNKED)
+    reason = _reason("no_chunked_prefill", split, UNCHUNKED)
+    assert "split 2 prompt(s) across engine steps" in reason
     # the base run's situation: every prompt fits one step, so chunking never mattered
     roomy = _run({}, budget=4096, chunked=False, tmp=tmp_path)
-    assert "fit one 4096-token step" in _reason("no_chunked_prefill", roomy, {**UNCHUNKED, "max_num_batched_tokens": 4096})
+    roomy_settings = {**UNCHUNKED, "max_num_batched_tokens": 4096}
+    assert "fit one 4096-token step" in _reason("no_chunked_prefill", roomy, roomy_settings)
 
 
-@pytest.mark.parametrize("check", ["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill"])
+@pytest.mark.parametrize("check", ["shuffle", "one_by_one", "chunked_prefill",
+                                   "no_chunked_prefill"])
 def test_without_a_trace_of_the_scheduler_the_check_is_not_proven(tmp_path, check):
     runner = VllmRunner("v1")
     runner.llm = FakeLLM(FakeScheduler(16, True))
-    runner.trace = attach(SimpleNamespace(llm_engine=SimpleNamespace(engine_core=SimpleNamespace())))
+    # vLLM's MP client has no in-process engine core
+    runner.trace = attach(SimpleNamespace(llm_engine=SimpleNamespace(engine_core=object())))
     runner.run("embed", TEXTS, {"one_by_one": True})
     requests = _requests(runner, str(tmp_path / "out"))
     effective = CHUNKED if check == "chunked_prefill" else UNCHUNKED
     reason = _reason(check, requests, effective, runner.trace.as_info())
-    assert reason.startswith(f"invariance check {check} is not proven: no trace of vLLM's scheduler") and \
-        "the engine core runs in another process" in reason, reason
+    assert reason.startswith(f"invariance check {check} is not proven: no trace of vLLM's "
+                             f"scheduler"), reason
+    assert "the engine core runs in another process" in reason
 
 
 def test_the_derived_engine_settings_differ_from_the_base_run():
     base = make_case(checks=["chunked_prefill", "no_chunked_prefill"])
     chunked, unchunked = [c for c in expand_checks([base]) if c.variant_of]
-    assert chunked.engine["max_num_batched_tokens"] == 16 and chunked.engine["enable_chunked_prefill"] is True
+    assert chunked.engine["max_num_batched_tokens"] == 16
+    assert chunked.engine["enable_chunked_prefill"] is True
     assert unchunked.engine["enable_chunked_prefill"] is False
     # small enough that a batch of short prompts needs several steps (the base run holds 4096)
     assert unchunked.engine["max_num_batched_tokens"] <= 64 <= unchunked.engine["max_model_len"]

@@ -247,11 +247,14 @@ def test_a_server_that_swaps_concurrent_answers_fails_concurrent_and_passes_sequ
 
 
 @pytest.mark.parametrize("check, peak, error", [
-    ("concurrent", 16, None), ("concurrent", 1, "did not take effect: at most 1 requests were in flight at once "
-                                                "(more than one needed)"),
-    ("sequential", 1, None), ("sequential", 3, "did not take effect: at most 3 requests were in flight at once "
-                                               "(exactly one needed)"),
-    ("sequential", None, "did not take effect: at most None requests were in flight at once (exactly one needed)"),
+    ("concurrent", 16, None),
+    ("concurrent", 1, "did not take effect: at most 1 requests were in flight at once "
+                      "(more than one needed)"),
+    ("sequential", 1, None),
+    ("sequential", 3, "did not take effect: at most 3 requests were in flight at once "
+                      "(exactly one needed)"),
+    ("sequential", None, "did not take effect: at most None requests were in flight at once "
+                         "(exactly one needed)"),
 ])
 def test_a_concurrency_check_must_prove_it_took_effect(check, peak, error):
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": [check]})
@@ -259,7 +262,8 @@ def test_a_concurrency_check_must_prove_it_took_effect(check, peak, error):
     assert derived.runners == ["vllm-serve-v1"] and derived.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
     # the server's own counts: some step held 2+ (concurrent), every step held one (sequential)
     batched = {"engine_steps": 3 if check == "concurrent" else 24, "requests_finished": 24}
-    reason = check_not_in_effect(derived, {"requests": {"peak_in_flight": peak, "server_metrics": batched}})
+    requests = {"peak_in_flight": peak, "server_metrics": batched}
+    reason = check_not_in_effect(derived, {"requests": requests})
     assert reason == (None if error is None else f"invariance check {check} " + error)
 
 
@@ -275,9 +279,12 @@ def _metered_embed_server(per_step: int, metrics: bool = True):
                 return httpx.Response(404, text="Not Found")
             return httpx.Response(200, text=(
                 "# TYPE vllm:iteration_tokens_total histogram\n"
-                f'vllm:iteration_tokens_total_count{{engine="0",model_name="m"}} {count["steps"]}.0\n'
-                f'vllm:request_success_total{{engine="0",finished_reason="stop",model_name="m"}} {count["done"]}.0\n'
-                'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 0.0\n'))
+                'vllm:iteration_tokens_total_count{engine="0",model_name="m"} '
+                f'{count["steps"]}.0\n'
+                'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} '
+                f'{count["done"]}.0\n'
+                'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} '
+                '0.0\n'))
         body = json.loads(request.content)
         if request.url.path == "/tokenize":
             return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
@@ -292,10 +299,13 @@ def _metered_embed_server(per_step: int, metrics: bool = True):
 
 @pytest.mark.parametrize("per_step, metrics, error", [
     (4, True, None),
-    (1, True, "the server finished 24 requests in 24 engine steps, so no step is known to have held more than one"),
-    (4, False, "the server's /metrics could not be read (HTTPStatusError: Client error '404 Not Found'"),
+    (1, True, "the server finished 24 requests in 24 engine steps, so no step is known to have "
+              "held more than one"),
+    (4, False, "the server's /metrics could not be read (HTTPStatusError: Client error "
+               "'404 Not Found'"),
 ])
-def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(tmp_path, per_step, metrics, error):
+def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(tmp_path, per_step,
+                                                                            metrics, error):
     from harness.runners.worker import _requests
 
     runner = _served(_metered_embed_server(per_step, metrics))
@@ -303,7 +313,8 @@ def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(tmp
     requests = _requests(runner, str(tmp_path / "out"))
     assert requests["peak_in_flight"] == 16  # the client had 16 in flight every time
     if metrics:
-        assert requests["server_metrics"] == {"engine_steps": 24 // per_step, "requests_finished": 24,
+        assert requests["server_metrics"] == {"engine_steps": 24 // per_step,
+                                              "requests_finished": 24,
                                               "peak_batch_at_least": per_step}
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["concurrent"]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
@@ -326,8 +337,8 @@ def test_sequential_is_an_error_when_the_server_counts_more_requests_than_steps(
     odd = _served(_metered_embed_server(4))
     odd.run("embed", list(TEXTS), {"max_in_flight": 1})
     reason = check_not_in_effect(derived, {"requests": _requests(odd, str(tmp_path / "b"))})
-    assert reason == ("invariance check sequential did not take effect: one request was in flight at a time, "
-                      "yet the server finished 24 requests in 6 engine steps")
+    assert reason == ("invariance check sequential did not take effect: one request was in flight "
+                      "at a time, yet the server finished 24 requests in 6 engine steps")
 
 
 # --- faults: each its own error, with the server's log tail ---

@@ -128,7 +128,8 @@ def _outcome_with(effective: dict, requests: dict) -> RunOutcome:
 
 @pytest.mark.parametrize("check, effective, requests, text", [
     ("chunked_prefill", {"enable_chunked_prefill": True, "max_num_batched_tokens": 16},
-     {"max_prompt_tokens": 12, "split_prompts": 0}, "split no prompt across engine steps (longest prompt 12 tokens"),
+     {"max_prompt_tokens": 12, "split_prompts": 0},
+     "split no prompt across engine steps (longest prompt 12 tokens"),
     ("chunked_prefill", {"enable_chunked_prefill": False, "max_num_batched_tokens": 16},
      {"max_prompt_tokens": 40}, "enable_chunked_prefill=False"),
     ("prefix_cache", {"enable_prefix_caching": True, "block_size": 128},

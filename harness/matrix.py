@@ -523,6 +523,7 @@ def load_matrix(path: str | Path) -> Matrix:
     problems: list[str] = []
     cases: list[Case] = []
     seen_ids: dict[str, str] = {}
+    checks_at: dict[str, str] = {}  # case id -> file:line of its `checks`
     for raw, doc, i in layers.cases:
         case_id = str(raw.get("id", f"#{i}"))
         fam_name = raw.get("family", layers.defaults.get("family"))
@@ -589,6 +590,7 @@ def load_matrix(path: str | Path) -> Matrix:
             problems.append(f"{case.where}: case id {case.id!r} already used at {seen_ids[case.id]}")
             continue
         seen_ids[case.id] = case.where
+        checks_at[case.id] = _error_location(("checks",), raw, doc, i, fam, str(fam_name))
         cases.append(case)
     if layers.select is not None:
         patterns, sdoc = layers.select
@@ -599,6 +601,11 @@ def load_matrix(path: str | Path) -> Matrix:
                     f"cases: {', '.join(sorted(seen_ids))}"
                 )
         cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, str(p)) for p in patterns)]
+    # after `select`: an including file's defaults may give unselected cases other runners
+    from harness.checks import misfit_checks
+
+    problems += [f"{checks_at[c.id]}: case {c.id!r}, key 'checks': {m}"
+                 for c in cases for m in misfit_checks(c)]
     if problems:
         raise MatrixError(f"{len(problems)} problem(s) in matrix {path}:\n" + "\n".join(problems))
     if not cases:

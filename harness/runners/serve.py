@@ -81,6 +81,7 @@ class ServeRunner:
         self.model = ""
         self.log_path: Path | None = None
         self.last_meta: list[dict] = []
+        self.last_run: dict[str, Any] = {}  # run-level evidence (server metrics) for info.requests
         self.transport = None  # an httpx transport for the requests; None: the network (tests pass a double)
         self.started_with: tuple[LoadRequest, dict] | None = None  # what a restart starts again
         self.tree: list = []  # the server's child processes (engine core), stopped with it even if it died
@@ -217,10 +218,23 @@ class ServeRunner:
             def call(batch: list) -> list:
                 return asyncio.run(self._send_all(task, batch, options))
         # a request pattern (shuffle, one_by_one) is a send order here; every item is its own request
+        before = asyncio.run(self._metrics(options))
         answered = run_with_options(call, numbered, {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")})
+        after = asyncio.run(self._metrics(options))
+        self.last_run = {"server_metrics": metrics_delta(before, after)}
         # a case that ran on a server restarted after an earlier one died says so (info.requests)
         self.last_meta = [{**meta, "server_restarts": self.restarts} for _, meta in answered]
         return [out for out, _ in answered]
+
+    async def _metrics(self, options: dict) -> dict[str, float] | str:
+        """The server's own counters (/metrics, Prometheus text), summed over labels; or why not."""
+        try:
+            async with self._client(options) as client:
+                r = await client.get("/metrics")
+            r.raise_for_status()
+            return parse_metrics(r.text)
+        except Exception as e:  # noqa: BLE001 - recorded; a check that needs the metrics errors
+            return f"{type(e).__name__}: {e}"[:300]
 
     def _client(self, options: dict):
         import httpx
@@ -326,6 +340,41 @@ class ServeRunner:
             self._lost = (f"server exited ({describe_exit(code)}) during the case" if code is not None
                           else "connection to the server lost (the server is still running)")
         return f"{self._lost}: {what} failed with {type(e).__name__}: {e}"
+
+
+# vLLM's Prometheus metrics (vllm/v1/metrics/loggers.py): a histogram observed once per engine
+# step that finished a request (async_llm.py output_handler: one IterationStats per engine-core
+# output message), and the requests finished, by reason
+ENGINE_STEPS = "vllm:iteration_tokens_total_count"
+REQUESTS_FINISHED = "vllm:request_success_total"
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text exposition -> {metric name: value summed over its label sets}."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        try:
+            value = float(line.rsplit("}", 1)[-1].split()[0])
+        except (ValueError, IndexError):
+            continue
+        out[name] = out.get(name, 0.0) + value
+    return out
+
+
+def metrics_delta(before: dict[str, float] | str, after: dict[str, float] | str) -> dict[str, Any]:
+    """What the server counted during one run: engine steps that finished requests, requests
+    finished, and the fewest requests its fullest step can have held (ceil(requests / steps))."""
+    if isinstance(before, str) or isinstance(after, str):
+        return {"error": before if isinstance(before, str) else after}
+    delta: dict[str, Any] = {}
+    for key, name in (("engine_steps", ENGINE_STEPS), ("requests_finished", REQUESTS_FINISHED)):
+        delta[key] = int(after[name] - before.get(name, 0.0)) if name in after else None
+    steps, done = delta["engine_steps"], delta["requests_finished"]
+    delta["peak_batch_at_least"] = -(-done // steps) if steps and done is not None else None
+    return delta
 
 
 class _Limited:

@@ -104,6 +104,7 @@ class VllmRunner:
             raise ValueError(f"vllm runner variant must be v1, v2 or auto, got {variant!r}")
         self.variant = variant
         self.llm = None
+        self.trace = None
         self.last_meta: list[dict] = []
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
@@ -135,11 +136,15 @@ class VllmRunner:
             said = next(ln.strip() for ln in str(e).splitlines() if "to be inspected" in ln)
             raise RuntimeError(f"{said} Root cause: {cause}") from e
         actual, evidence = _actual_runner(self.llm)
+        from harness.runners.engine_trace import attach
+
+        self.trace = attach(self.llm)  # what the scheduler did: the checks' proof of effect
         return {
             "actual_runner": actual,
             "runner_evidence": evidence,
             "runner_choice": _why_runner(self.llm, actual),
             "effective": _effective_config(self.llm),
+            "engine_trace": self.trace.as_info(),
             "device": req.device,
             "engine_kwargs": {k: v for k, v in kwargs.items()},
             "kv_budget": {**budget.as_info(), "overridden_by_case": "kv_cache_memory_bytes" in req.engine},
@@ -160,9 +165,11 @@ class VllmRunner:
 
         tok = {"truncation": True, "max_length": int(options["truncate"])} if options.get("truncate") else None
         dims = int(options["dimensions"]) if options.get("dimensions") else None
+        self.trace.reset()
         answered = run_with_options(lambda batch: self._call(task, batch, tok, dims), list(items), options)
         # per request, in input order: what the engine saw (for the checks' proof of effect)
-        self.last_meta = [meta for _, meta in answered]
+        traced = self.trace.per_request([meta.get("request_id") for _, meta in answered])
+        self.last_meta = [{**meta, **t} for (_, meta), t in zip(answered, traced)]
         return [out for out, _ in answered]
 
     def _call(self, task: str, items: list, tok: dict | None, dims: int | None = None) -> list[tuple[np.ndarray, dict]]:
@@ -201,10 +208,12 @@ class VllmRunner:
 
 
 def _meta(output) -> dict[str, Any]:
-    """What vLLM reports of one request: the prompt token ids it ran and the prefix-cache hits."""
+    """What vLLM reports of one request: its id, the prompt token ids it ran, prefix-cache hits."""
     ids = getattr(output, "prompt_token_ids", None)
     cached = getattr(output, "num_cached_tokens", None)
-    return {"prompt_token_ids": [int(t) for t in ids] if ids is not None else None,
+    rid = getattr(output, "request_id", None)
+    return {"request_id": str(rid) if rid is not None else None,
+            "prompt_token_ids": [int(t) for t in ids] if ids is not None else None,
             "num_cached_tokens": int(cached) if cached is not None else None}
 
 

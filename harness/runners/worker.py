@@ -20,6 +20,7 @@ import traceback
 
 from harness.outputs import save_items
 from harness.runners import LoadRequest, create
+from harness.runners.engine_trace import summarize
 
 
 def _serve(runner_name: str, reply) -> None:
@@ -92,7 +93,9 @@ def _requests(runner, out: str) -> dict | None:
             "min_prompt_tokens": min(lengths, default=None), "cached_tokens": sum(cached) if cached else None,
             "requests_with_cache_hits": sum(1 for c in cached if c > 0) if cached else None,
             "peak_in_flight": max(in_flight, default=None),
-            "server_restarts": max((m["server_restarts"] for m in meta if "server_restarts" in m), default=None)}
+            "server_restarts": max((m["server_restarts"] for m in meta if "server_restarts" in m),
+                                   default=None),
+            **summarize(meta), **(getattr(runner, "last_run", None) or {})}
 
 
 def memory_mb() -> dict[str, float | None]:

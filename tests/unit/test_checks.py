@@ -1,3 +1,5 @@
+import pytest
+
 from harness.checks import CHECKS, expand_checks, run_with_options
 from tests.unit.test_compare import make_case
 
@@ -48,3 +50,44 @@ def test_matrix_rejects_internal_keys_and_at_in_ids(write_matrix):
         load_matrix(write_matrix(BASE + "    variant_of: x\n"))
     with pytest.raises(MatrixError, match="'@' is reserved"):
         load_matrix(write_matrix(BASE.replace("id: one", "id: one@shuffle")))
+
+
+@pytest.mark.parametrize("runners, check, fits", [
+    ("[hf, vllm-auto]", "shuffle", "vllm-v1, vllm-v2"),
+    ("[hf, vllm-v1]", "concurrent", "vllm-serve-v1, vllm-serve-v2, vllm-serve-auto"),
+    ("[hf, vllm-serve-v1]", "chunked_prefill", "vllm-v1, vllm-v2"),
+])
+def test_a_check_that_fits_none_of_the_case_runners_is_a_matrix_error(write_matrix, capsys,
+                                                                      runners, check, fits):
+    from harness.cli import main
+    from harness.matrix import MatrixError, load_matrix
+    from tests.unit.test_matrix import BASE
+
+    text = BASE.replace("runners: [hf, vllm-v1]", f"runners: {runners}")
+    text += f"    checks: [{check}]\n"
+    path = write_matrix(text)
+    with pytest.raises(MatrixError) as e:
+        load_matrix(path)
+    expected = f"{path}:14: case 'one', key 'checks': check {check!r} runs on {fits}, none of which"
+    assert expected in str(e.value)
+    assert main(["run", "-m", str(path), "--out", str(path.parent / "run")]) == 2
+    assert "remove the check" in capsys.readouterr().err
+
+
+def test_a_check_on_one_fitting_runner_loads(write_matrix):
+    from harness.matrix import load_matrix
+    from tests.unit.test_matrix import BASE
+
+    (case,) = load_matrix(write_matrix(BASE + "    checks: [shuffle]\n")).cases
+    assert [c.runners for c in expand_checks([case])] == [["hf", "vllm-v1"], ["vllm-v1"]]
+
+
+def test_an_including_matrix_that_selects_away_a_misfit_case_loads(write_matrix):
+    from harness.matrix import load_matrix
+    from tests.unit.test_matrix import BASE
+
+    write_matrix(BASE + "    checks: [shuffle]\n", name="base.yaml")
+    top = ("include: [base.yaml]\nselect: [two]\ndefaults:\n  runners: [hf, vllm-serve-v1]\n"
+           "cases:\n  - {id: two, family: bert-embed,\n"
+           "     model: {source: synthetic, arch: BertModel, pooling: mean}}\n")
+    assert [c.id for c in load_matrix(write_matrix(top)).cases] == ["two"]

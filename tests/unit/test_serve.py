@@ -247,16 +247,98 @@ def test_a_server_that_swaps_concurrent_answers_fails_concurrent_and_passes_sequ
 
 
 @pytest.mark.parametrize("check, peak, error", [
-    ("concurrent", 16, None), ("concurrent", 1, "at most 1 requests were in flight at once (more than one needed)"),
-    ("sequential", 1, None), ("sequential", 3, "at most 3 requests were in flight at once (exactly one needed)"),
-    ("sequential", None, "at most None requests were in flight at once (exactly one needed)"),
+    ("concurrent", 16, None),
+    ("concurrent", 1, "did not take effect: at most 1 requests were in flight at once "
+                      "(more than one needed)"),
+    ("sequential", 1, None),
+    ("sequential", 3, "did not take effect: at most 3 requests were in flight at once "
+                      "(exactly one needed)"),
+    ("sequential", None, "did not take effect: at most None requests were in flight at once "
+                         "(exactly one needed)"),
 ])
 def test_a_concurrency_check_must_prove_it_took_effect(check, peak, error):
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": [check]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
     assert derived.runners == ["vllm-serve-v1"] and derived.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
-    reason = check_not_in_effect(derived, {"requests": {"peak_in_flight": peak}})
-    assert reason == (None if error is None else f"invariance check {check} did not take effect: " + error)
+    # the server's own counts: some step held 2+ (concurrent), every step held one (sequential)
+    batched = {"engine_steps": 3 if check == "concurrent" else 24, "requests_finished": 24}
+    requests = {"peak_in_flight": peak, "server_metrics": batched}
+    reason = check_not_in_effect(derived, {"requests": requests})
+    assert reason == (None if error is None else f"invariance check {check} " + error)
+
+
+def _metered_embed_server(per_step: int, metrics: bool = True):
+    """An embedding server that counts like vLLM's /metrics: requests finished, and engine steps
+    (one per `per_step` requests: 1 = a server that runs every request alone, however many are
+    in flight). Counters start from an earlier case's values."""
+    count = {"steps": 7, "done": 30}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            if not metrics:
+                return httpx.Response(404, text="Not Found")
+            return httpx.Response(200, text=(
+                "# TYPE vllm:iteration_tokens_total histogram\n"
+                'vllm:iteration_tokens_total_count{engine="0",model_name="m"} '
+                f'{count["steps"]}.0\n'
+                'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} '
+                f'{count["done"]}.0\n'
+                'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} '
+                '0.0\n'))
+        body = json.loads(request.content)
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
+        await asyncio.sleep(0.001)
+        if count["done"] % per_step == 0:
+            count["steps"] += 1
+        count["done"] += 1
+        return httpx.Response(200, json={"data": [{"embedding": _vector(body["input"])}],
+                                         "usage": {"prompt_tokens": len(_ids(body["input"]))}})
+    return handler
+
+
+@pytest.mark.parametrize("per_step, metrics, error", [
+    (4, True, None),
+    (1, True, "the server finished 24 requests in 24 engine steps, so no step is known to have "
+              "held more than one"),
+    (4, False, "the server's /metrics could not be read (HTTPStatusError: Client error "
+               "'404 Not Found'"),
+])
+def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(tmp_path, per_step,
+                                                                            metrics, error):
+    from harness.runners.worker import _requests
+
+    runner = _served(_metered_embed_server(per_step, metrics))
+    runner.run("embed", list(TEXTS), {"max_in_flight": 16})
+    requests = _requests(runner, str(tmp_path / "out"))
+    assert requests["peak_in_flight"] == 16  # the client had 16 in flight every time
+    if metrics:
+        assert requests["server_metrics"] == {"engine_steps": 24 // per_step,
+                                              "requests_finished": 24,
+                                              "peak_batch_at_least": per_step}
+    base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["concurrent"]})
+    (derived,) = [c for c in expand_checks([base]) if c.variant_of]
+    reason = check_not_in_effect(derived, {"requests": requests})
+    if error is None:
+        assert reason is None
+    else:
+        assert reason.startswith("invariance check concurrent is not proven: " + error), reason
+
+
+def test_sequential_is_an_error_when_the_server_counts_more_requests_than_steps(tmp_path):
+    from harness.runners.worker import _requests
+
+    base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["sequential"]})
+    (derived,) = [c for c in expand_checks([base]) if c.variant_of]
+    alone = _served(_metered_embed_server(1))
+    alone.run("embed", list(TEXTS), {"max_in_flight": 1})
+    assert check_not_in_effect(derived, {"requests": _requests(alone, str(tmp_path / "a"))}) is None
+    # seeded: a server whose counts say it ran requests together though one was sent at a time
+    odd = _served(_metered_embed_server(4))
+    odd.run("embed", list(TEXTS), {"max_in_flight": 1})
+    reason = check_not_in_effect(derived, {"requests": _requests(odd, str(tmp_path / "b"))})
+    assert reason == ("invariance check sequential did not take effect: one request was in flight "
+                      "at a time, yet the server finished 24 requests in 6 engine steps")
 
 
 # --- faults: each its own error, with the server's log tail ---

@@ -128,7 +128,8 @@ def _outcome_with(effective: dict, requests: dict) -> RunOutcome:
 
 @pytest.mark.parametrize("check, effective, requests, text", [
     ("chunked_prefill", {"enable_chunked_prefill": True, "max_num_batched_tokens": 16},
-     {"max_prompt_tokens": 12}, "the longest prompt has 12 tokens, not more than the 16-token chunk"),
+     {"max_prompt_tokens": 12, "split_prompts": 0},
+     "split no prompt across engine steps (longest prompt 12 tokens"),
     ("chunked_prefill", {"enable_chunked_prefill": False, "max_num_batched_tokens": 16},
      {"max_prompt_tokens": 40}, "enable_chunked_prefill=False"),
     ("prefix_cache", {"enable_prefix_caching": True, "block_size": 128},
@@ -146,7 +147,8 @@ def test_an_invariance_check_that_did_not_take_effect_is_an_error(check, effecti
 def test_an_invariance_check_in_effect_is_compared():
     ref = RunOutcome("c", "hf", "ok", output="y")
     same = lambda: Measurement(metrics=[Metric("max_abs", 0.0, 1e-5)])  # noqa: E731
-    chunked = _outcome_with({"enable_chunked_prefill": True, "max_num_batched_tokens": 16}, {"max_prompt_tokens": 40})
+    chunked = _outcome_with({"enable_chunked_prefill": True, "max_num_batched_tokens": 16},
+                            {"max_prompt_tokens": 40, "split_prompts": 3})
     assert outcome_verdict(_derived("chunked_prefill"), "vllm-v1", ref, chunked, same).status == "pass"
     cached = _outcome_with({"enable_prefix_caching": True, "block_size": 16}, {"cached_tokens": 320})
     assert outcome_verdict(_derived("prefix_cache"), "vllm-v1", ref, cached, same).status == "pass"

@@ -7,7 +7,8 @@ reproduce. Add a family by adding, at most, one recipe here.
 from __future__ import annotations
 
 import gc
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -161,14 +162,28 @@ class HFRunner:
         gc.collect()
 
 
+@contextmanager
+def _limit(model: Any, attr: str, truncate: int | None) -> Iterator[None]:
+    """`model.<attr>` (its max length) set to `truncate` for one call, then put back: a loaded
+    model serves the cases of one load key in any order (-k, shards, selection), so a call leaves
+    nothing behind that the next case would run with."""
+    own = getattr(model, attr)
+    if truncate:
+        setattr(model, attr, truncate)
+    try:
+        yield
+    finally:
+        setattr(model, attr, own)
+
+
 @recipe("st-embed")
 def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """sentence-transformers encode: its own pooling and normalize modules decide the vector."""
     st = runner.sentence_transformer()
-    st.max_seq_length = options.get("truncate") or runner.loaded("st_max_len", lambda: st.max_seq_length)
-    out = st.encode(list(items), batch_size=len(items), convert_to_numpy=True, show_progress_bar=False)
-    for it in items:  # preprocess is what encode tokenizes with
-        runner.note_tokens(st.preprocess([it])["input_ids"][0])
+    with _limit(st, "max_seq_length", options.get("truncate")):
+        out = st.encode(list(items), batch_size=len(items), convert_to_numpy=True, show_progress_bar=False)
+        for it in items:  # preprocess is what encode tokenizes with
+            runner.note_tokens(st.preprocess([it])["input_ids"][0])
     if options.get("dimensions"):
         from sentence_transformers.models import Normalize
 
@@ -228,11 +243,11 @@ def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndar
         return CrossEncoder(runner.req.model_dir, device=runner.req.device, local_files_only=True,
                             trust_remote_code=runner.req.trust_remote_code)
     ce = runner.loaded("CrossEncoder", make)
-    ce.max_length = options.get("truncate") or runner.loaded("ce_max_len", lambda: ce.max_length)
-    scores = ce.predict([tuple(p) for p in items], batch_size=len(items), show_progress_bar=False,
-                        convert_to_numpy=True)
-    for p in items:  # preprocess is what predict tokenizes with
-        runner.note_tokens(ce.preprocess([tuple(p)])["input_ids"][0])
+    with _limit(ce, "max_length", options.get("truncate")):
+        scores = ce.predict([tuple(p) for p in items], batch_size=len(items), show_progress_bar=False,
+                            convert_to_numpy=True)
+        for p in items:  # preprocess is what predict tokenizes with
+            runner.note_tokens(ce.preprocess([tuple(p)])["input_ids"][0])
     return [np.asarray(s, dtype=np.float32).reshape(-1) for s in scores]
 
 

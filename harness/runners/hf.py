@@ -178,28 +178,23 @@ def _limit(model: Any, attr: str, truncate: int | None) -> Iterator[None]:
 
 @recipe("st-embed")
 def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
-    """sentence-transformers encode: its own pooling and normalize modules decide the vector."""
+    """sentence-transformers encode: its own pooling and normalize modules decide the vector.
+    `dimensions` is encode's `truncate_dim`, with its semantics (sentence_transformer/model.py,
+    encode): the model's output, Normalize module included, is cut to the first `dimensions`
+    values and not normalised again unless the case says `hf: {normalize_embeddings: true}`
+    (encode's own option, applied after the cut; what a Matryoshka model card asks for)."""
     st = runner.sentence_transformer()
+    dims = int(options["dimensions"]) if options.get("dimensions") else None
+    full = st.get_sentence_embedding_dimension()
+    if dims is not None and full is not None and dims > full:
+        raise ValueError(f"dimensions {dims} is more than the model's {full}")
     with _limit(st, "max_seq_length", options.get("truncate")):
-        out = st.encode(list(items), batch_size=len(items), convert_to_numpy=True, show_progress_bar=False)
+        out = st.encode(list(items), batch_size=len(items), convert_to_numpy=True,
+                        show_progress_bar=False, truncate_dim=dims,
+                        normalize_embeddings=bool(options.get("normalize_embeddings")))
         for it in items:  # preprocess is what encode tokenizes with
             runner.note_tokens(st.preprocess([it])["input_ids"][0])
-    if options.get("dimensions"):
-        from sentence_transformers.models import Normalize
-
-        out = matryoshka(out, int(options["dimensions"]), any(isinstance(m, Normalize) for m in st))
     return [np.asarray(v, dtype=np.float32) for v in out]
-
-
-def matryoshka(vectors: np.ndarray, dimensions: int, normalize: bool) -> np.ndarray:
-    """The first `dimensions` values of each vector, L2-normalised again if the model normalises
-    (vLLM's embed pooler truncates, then applies its normalisation)."""
-    if dimensions > vectors.shape[-1]:
-        raise ValueError(f"dimensions {dimensions} is more than the model's {vectors.shape[-1]}")
-    cut = np.asarray(vectors, dtype=np.float64)[..., :dimensions]
-    if normalize:
-        cut = cut / np.maximum(np.linalg.norm(cut, axis=-1, keepdims=True), 1e-12)
-    return cut.astype(np.float32)
 
 
 def _activation(logits, num_labels: int):

@@ -35,10 +35,13 @@ def _run_in_one_worker(case, order: list[int | None], tmp_path, tag: str) -> lis
     try:
         assert worker.request({"op": "load", "request": asdict(req)}, 600, "load")["ok"]
         for i, truncate in enumerate(order):
-            options = {"reference": case.reference, **case.hf, **({"truncate": truncate} if truncate else {})}
+            options = {"reference": case.reference, **case.hf}
+            if truncate:
+                options["truncate"] = truncate
             path = tmp_path / f"{tag}-{i}.safetensors"
-            ans = worker.request({"op": "run", "task": case.task, "items": items, "options": options,
-                                  "out": str(path)}, 600, "run")
+            msg = {"op": "run", "task": case.task, "items": items, "options": options,
+                   "out": str(path)}
+            ans = worker.request(msg, 600, "run")
             assert ans["ok"], ans.get("error")
             outs.append(load_items(path)[0])
     finally:

@@ -109,8 +109,9 @@ class JinaColBERT(torch.nn.Module):
 
 class JinaVLRanker(torch.nn.Module):
     """jina-reranker-m0 (`JinaVLForRanking`): Qwen2-VL (vision tower + M-RoPE decoder), then
-    `score = Linear(h, h) -> ReLU -> Linear(h, 1)` on the last token's final hidden state. The
-    published checkpoints keep the vision tower at the top level (`visual.*`)."""
+    `score = Linear(h, h) -> ReLU -> Linear(h, 1)` on the last token's final hidden state, as its
+    published modeling.py defines it (see harness/runners/hf.py for the source). The published
+    checkpoints keep the vision tower at the top level (`visual.*`)."""
 
     # module name prefix -> checkpoint name prefix (the hub layout, which vLLM's loader expects)
     checkpoint_prefixes = {"model.visual.": "visual."}

@@ -430,10 +430,17 @@ def _colpali_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.nda
             for q, d in items]
 
 
-# jina-reranker-m0 calibrates its score as sigmoid(logit - 2.65); vLLM records the same constant
-# as JinaVLForSequenceClassificationConfig's pooler_config.logit_mean
+# From jina-reranker-m0's own published code, not vLLM's: its modeling.py
+# (https://huggingface.co/jinaai/jina-reranker-m0/blob/main/modeling.py; the hub is not reachable
+# here, its text was read through the `search` tool's code index, a stored copy of that file):
+# `LOGIT_BIAS = 2.65` and forward's `torch.sigmoid(pooled_logits - LOGIT_BIAS)`;
+# `self.score_token_id = 100`, appended to every prompt by compute_score; and
+# `formatting_prompts_func`: "**Document**:\n{doc}" + "\n" + "**Query**:\n{query}", an image
+# document as "<|vision_start|><|image_pad|><|vision_end|>". The model card of
+# jinaai/jina-reranker-m0-GGUF states the same prompt and `sigmoid(mlp(h_last) - logit_bias)`.
+# Not followed: compute_score's separate query/document length limits (`truncate` cuts the prompt).
 JINA_VL_LOGIT_MEAN = 2.65
-JINA_VL_SCORE_TOKEN = 100  # appended to every prompt (the model's scoring position)
+JINA_VL_SCORE_TOKEN = 100
 JINA_VL_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
 
 

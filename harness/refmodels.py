@@ -1,6 +1,8 @@
 """Reference definitions of architectures that transformers does not ship (their hub checkpoints
 use remote code, which is unavailable offline). Each mirrors the published modeling code and is
-used both to build synthetic checkpoints and as the HF-side reference."""
+used both to build synthetic checkpoints and as the HF-side reference, so each is checked against
+a second, independent implementation (numpy heads, a numpy Jina encoder) in
+tests/unit/test_refmodels.py."""
 
 from __future__ import annotations
 

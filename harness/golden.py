@@ -83,7 +83,10 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
     name = resolve_recipe(case.task, arch, case.reference)
     return {"task": case.task, "dtype": dtype, "device": device, "truncate": case.truncate,
             "hf_options": dict(sorted(case.hf.items())), "recipe": name, "recipe_version": RECIPE_VERSIONS.get(name),
-            **({"dimensions": case.dimensions} if case.dimensions else {})}  # absent when unset: older keys stay valid
+            # absent when unset: older keys stay valid; "truncate_dim": the cut follows
+            # sentence-transformers' truncate_dim (no re-normalisation unless hf options ask)
+            **({"dimensions": case.dimensions, "truncate_dim": "sentence-transformers"}
+               if case.dimensions else {})}
 
 
 def _tokens_text(token_ids: list | None) -> str:

@@ -222,8 +222,9 @@ class Case(_Strict):
     mteb_tasks: list[str] = Field(default_factory=list)
     # truncate every input to this many tokens, in the reference and in the runners alike
     truncate: int | None = Field(default=None, gt=1)
-    # embed: keep this many leading dimensions (Matryoshka): the reference truncates its vectors
-    # (and re-normalises them when the model normalises); vLLM is asked for `dimensions`
+    # embed: keep this many leading dimensions (Matryoshka): the reference is sentence-transformers'
+    # encode(truncate_dim) (no re-normalising unless `hf: {normalize_embeddings: true}`); vLLM is
+    # asked for `dimensions`
     dimensions: int | None = Field(default=None, gt=0)
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.checks on derived cases, never in a matrix

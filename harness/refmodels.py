@@ -1,6 +1,8 @@
 """Reference definitions of architectures that transformers does not ship (their hub checkpoints
 use remote code, which is unavailable offline). Each mirrors the published modeling code and is
-used both to build synthetic checkpoints and as the HF-side reference."""
+used both to build synthetic checkpoints and as the HF-side reference, so each is checked against
+a second, independent implementation (numpy heads, a numpy Jina encoder) in
+tests/unit/test_refmodels.py."""
 
 from __future__ import annotations
 
@@ -109,8 +111,9 @@ class JinaColBERT(torch.nn.Module):
 
 class JinaVLRanker(torch.nn.Module):
     """jina-reranker-m0 (`JinaVLForRanking`): Qwen2-VL (vision tower + M-RoPE decoder), then
-    `score = Linear(h, h) -> ReLU -> Linear(h, 1)` on the last token's final hidden state. The
-    published checkpoints keep the vision tower at the top level (`visual.*`)."""
+    `score = Linear(h, h) -> ReLU -> Linear(h, 1)` on the last token's final hidden state, as its
+    published modeling.py defines it (see harness/runners/hf.py for the source). The published
+    checkpoints keep the vision tower at the top level (`visual.*`)."""
 
     # module name prefix -> checkpoint name prefix (the hub layout, which vLLM's loader expects)
     checkpoint_prefixes = {"model.visual.": "visual."}

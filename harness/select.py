@@ -25,7 +25,7 @@ import yaml
 from harness.checks import expand_checks
 from harness.matrix import REFERENCE_RUNNER, Case, Matrix, SyntheticModel
 from harness.runners import model_runner_variant
-from harness.vllm_source import MODELS_DIR, REGISTRY, VllmSource
+from harness.vllm_source import CONFIG_MAP_FILE, MODELS_DIR, REGISTRY, VllmSource
 
 Origin = Literal["any", "vllm"]  # `--vllm-diff` names only vLLM files; `--changed-files` either kind
 # which rows a rule touches: every row, every vLLM row, one model runner's, offline or server rows
@@ -95,6 +95,7 @@ class CaseFacts:
     api: str
     token_level: bool  # pooled per token (token_* tasks, reward, late-interaction score)
     late_interaction: bool
+    config_fixes: tuple[str, ...] = ()  # models/config.py classes vLLM applies to the architecture
 
 
 def case_architecture(case: Case, base_dir: Path) -> str | None:
@@ -120,7 +121,8 @@ def case_facts(case: Case, source: VllmSource, base_dir: Path) -> CaseFacts:
         files = source.closure(start, lambda f: f.startswith(MODELS_DIR + "/"))
     late = arch in source.late_interaction_archs
     token = case.task in ("token_embed", "token_classify", "reward", "step_reward") or (case.task == "score" and late)
-    return CaseFacts(arch, files, API_OF_TASK[case.task], token, late)
+    fixes = tuple(source.config_fixes(arch, case.engine.get("model_impl"))) if arch else ()
+    return CaseFacts(arch, files, API_OF_TASK[case.task], token, late, fixes)
 
 
 @dataclass
@@ -174,6 +176,11 @@ def _vllm_effect(path: str, ctx: Context) -> Effect:
         if not known:
             return every("model", f"not in the vLLM source read ({src.root}): cannot tell which architectures "
                                   "import it, so every case")
+        if path == CONFIG_MAP_FILE:
+            return _config_map_effect(path, ctx)
+        if not src.reached_from_registry(path, [ADAPTERS]):
+            return every("model", "no registered architecture's module imports it: vLLM reads it "
+                                  "by name elsewhere, so every case (conservative)")
         cases = ctx.ids(lambda c, f: f.model_files is None or path in f.model_files)
         unknown = sorted(ctx.ids(lambda c, f: f.model_files is None))
         used = sorted({ctx.facts[c].arch or "?" for c in cases})
@@ -214,6 +221,21 @@ def _vllm_effect(path: str, ctx: Context) -> Effect:
         return Effect(path, f"{rows}-entrypoint", f"{rows} entrypoint ({'LLM' if offline else 'vllm serve'}), {scope}",
                       cases, rows)
     return every("unknown", "no narrower rule for this vLLM file: every vLLM row (conservative)")
+
+
+def _config_map_effect(path: str, ctx: Context) -> Effect:
+    """models/config.py: vllm/config/ looks its classes up by architecture name (MODELS_CONFIG_MAP,
+    the hybrid fix); the modules that import it (for the base class) count too."""
+    configured = ctx.ids(lambda c, f: bool(f.config_fixes))
+    imported = ctx.ids(lambda c, f: f.model_files is None or path in f.model_files)
+    fixes = sorted({f"{ctx.facts[c].arch}: {fix}"
+                    for c in configured for fix in ctx.facts[c].config_fixes})
+    users = sorted({ctx.facts[c].arch or "?" for c in imported - configured})
+    why = "the config fixes vLLM applies by architecture name: " + (
+        "; ".join(fixes) or "none of the cases'")
+    if users:
+        why += f"; imported by the vLLM module of {', '.join(users)}"
+    return Effect(path, "model-config", why, configured | imported, "vllm")
 
 
 def _refmodel_archs(path: Path) -> set[str]:

@@ -7,7 +7,8 @@ reproduce. Add a family by adding, at most, one recipe here.
 from __future__ import annotations
 
 import gc
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -161,30 +162,39 @@ class HFRunner:
         gc.collect()
 
 
+@contextmanager
+def _limit(model: Any, attr: str, truncate: int | None) -> Iterator[None]:
+    """`model.<attr>` (its max length) set to `truncate` for one call, then put back: a loaded
+    model serves the cases of one load key in any order (-k, shards, selection), so a call leaves
+    nothing behind that the next case would run with."""
+    own = getattr(model, attr)
+    if truncate:
+        setattr(model, attr, truncate)
+    try:
+        yield
+    finally:
+        setattr(model, attr, own)
+
+
 @recipe("st-embed")
 def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
-    """sentence-transformers encode: its own pooling and normalize modules decide the vector."""
+    """sentence-transformers encode: its own pooling and normalize modules decide the vector.
+    `dimensions` is encode's `truncate_dim`, with its semantics (sentence_transformer/model.py,
+    encode): the model's output, Normalize module included, is cut to the first `dimensions`
+    values and not normalised again unless the case says `hf: {normalize_embeddings: true}`
+    (encode's own option, applied after the cut; what a Matryoshka model card asks for)."""
     st = runner.sentence_transformer()
-    st.max_seq_length = options.get("truncate") or runner.loaded("st_max_len", lambda: st.max_seq_length)
-    out = st.encode(list(items), batch_size=len(items), convert_to_numpy=True, show_progress_bar=False)
-    for it in items:  # preprocess is what encode tokenizes with
-        runner.note_tokens(st.preprocess([it])["input_ids"][0])
-    if options.get("dimensions"):
-        from sentence_transformers.models import Normalize
-
-        out = matryoshka(out, int(options["dimensions"]), any(isinstance(m, Normalize) for m in st))
+    dims = int(options["dimensions"]) if options.get("dimensions") else None
+    full = st.get_sentence_embedding_dimension()
+    if dims is not None and full is not None and dims > full:
+        raise ValueError(f"dimensions {dims} is more than the model's {full}")
+    with _limit(st, "max_seq_length", options.get("truncate")):
+        out = st.encode(list(items), batch_size=len(items), convert_to_numpy=True,
+                        show_progress_bar=False, truncate_dim=dims,
+                        normalize_embeddings=bool(options.get("normalize_embeddings")))
+        for it in items:  # preprocess is what encode tokenizes with
+            runner.note_tokens(st.preprocess([it])["input_ids"][0])
     return [np.asarray(v, dtype=np.float32) for v in out]
-
-
-def matryoshka(vectors: np.ndarray, dimensions: int, normalize: bool) -> np.ndarray:
-    """The first `dimensions` values of each vector, L2-normalised again if the model normalises
-    (vLLM's embed pooler truncates, then applies its normalisation)."""
-    if dimensions > vectors.shape[-1]:
-        raise ValueError(f"dimensions {dimensions} is more than the model's {vectors.shape[-1]}")
-    cut = np.asarray(vectors, dtype=np.float64)[..., :dimensions]
-    if normalize:
-        cut = cut / np.maximum(np.linalg.norm(cut, axis=-1, keepdims=True), 1e-12)
-    return cut.astype(np.float32)
 
 
 def _activation(logits, num_labels: int):
@@ -228,11 +238,11 @@ def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndar
         return CrossEncoder(runner.req.model_dir, device=runner.req.device, local_files_only=True,
                             trust_remote_code=runner.req.trust_remote_code)
     ce = runner.loaded("CrossEncoder", make)
-    ce.max_length = options.get("truncate") or runner.loaded("ce_max_len", lambda: ce.max_length)
-    scores = ce.predict([tuple(p) for p in items], batch_size=len(items), show_progress_bar=False,
-                        convert_to_numpy=True)
-    for p in items:  # preprocess is what predict tokenizes with
-        runner.note_tokens(ce.preprocess([tuple(p)])["input_ids"][0])
+    with _limit(ce, "max_length", options.get("truncate")):
+        scores = ce.predict([tuple(p) for p in items], batch_size=len(items), show_progress_bar=False,
+                            convert_to_numpy=True)
+        for p in items:  # preprocess is what predict tokenizes with
+            runner.note_tokens(ce.preprocess([tuple(p)])["input_ids"][0])
     return [np.asarray(s, dtype=np.float32).reshape(-1) for s in scores]
 
 
@@ -420,10 +430,17 @@ def _colpali_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.nda
             for q, d in items]
 
 
-# jina-reranker-m0 calibrates its score as sigmoid(logit - 2.65); vLLM records the same constant
-# as JinaVLForSequenceClassificationConfig's pooler_config.logit_mean
+# From jina-reranker-m0's own published code, not vLLM's: its modeling.py
+# (https://huggingface.co/jinaai/jina-reranker-m0/blob/main/modeling.py; the hub is not reachable
+# here, its text was read through the `search` tool's code index, a stored copy of that file):
+# `LOGIT_BIAS = 2.65` and forward's `torch.sigmoid(pooled_logits - LOGIT_BIAS)`;
+# `self.score_token_id = 100`, appended to every prompt by compute_score; and
+# `formatting_prompts_func`: "**Document**:\n{doc}" + "\n" + "**Query**:\n{query}", an image
+# document as "<|vision_start|><|image_pad|><|vision_end|>". The model card of
+# jinaai/jina-reranker-m0-GGUF states the same prompt and `sigmoid(mlp(h_last) - logit_bias)`.
+# Not followed: compute_score's separate query/document length limits (`truncate` cuts the prompt).
 JINA_VL_LOGIT_MEAN = 2.65
-JINA_VL_SCORE_TOKEN = 100  # appended to every prompt (the model's scoring position)
+JINA_VL_SCORE_TOKEN = 100
 JINA_VL_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
 
 

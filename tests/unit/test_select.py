@@ -28,6 +28,11 @@ FAKE_VLLM = {
     "vllm/model_executor/models/colbert.py": "from vllm.model_executor.models.bert import BertModel\n",
     "vllm/model_executor/models/qwen2.py": "def f():\n    from .utils import y\n",
     "vllm/model_executor/models/llama.py": "",
+    # read by name (vllm/config/), imported by no model module: MODELS_CONFIG_MAP's keys decide
+    "vllm/model_executor/models/config.py": "class Fix:\n    pass\nclass ColFix(Fix):\n    pass\n"
+                                            'MODELS_CONFIG_MAP = {"HF_ColBERT": ColFix,\n'
+                                            '                     "GteModel": Fix}\n',
+    "vllm/model_executor/models/loaded_by_name.py": "",  # no registered module imports it
     "vllm/model_executor/models/utils.py": "",
     "vllm/model_executor/models/adapters.py": "",
     "vllm/v1/worker/gpu_model_runner.py": "from vllm.v1.worker.gpu_input_batch import B\n",
@@ -99,6 +104,18 @@ def test_model_file_selects_the_cases_whose_module_imports_it(matrix, fake_vllm)
     assert _case_ids(_rows(matrix, fake_vllm, "vllm/model_executor/models/adapters.py")) == {"qwen2-rerank"}
     sel = select(matrix, matrix.cases, ["vllm/model_executor/models/llama.py"], "vllm", fake_vllm)
     assert not sel.rows and "no case" in sel.effects[0].reason
+
+
+def test_models_config_py_selects_the_architectures_its_map_names(matrix, fake_vllm):
+    sel = select(matrix, matrix.cases, ["vllm/model_executor/models/config.py"], "vllm", fake_vllm)
+    assert _case_ids(sel.rows) == {"colbert-tokens"}  # the map's HF_ColBERT (no case is a GteModel)
+    assert sel.effects[0].rule == "model-config" and "ColFix" in sel.effects[0].reason
+
+
+def test_a_model_file_no_registered_module_imports_selects_every_case(matrix, fake_vllm):
+    path = "vllm/model_executor/models/loaded_by_name.py"
+    sel = select(matrix, matrix.cases, [path], "vllm", fake_vllm)
+    assert len(_case_ids(sel.rows)) == 4 and "by name" in sel.effects[0].reason
 
 
 def test_model_rows_are_vllm_rows_never_the_reference(matrix, fake_vllm):
@@ -228,3 +245,40 @@ def test_pr_47772_selects_the_score_cases_of_the_default_matrix():
     assert "qwen2-tiny-rerank-score-long" in selected and "bert-tiny-mean-embed" not in selected
     assert {r for _, r in sel.rows} <= {"vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-v1", "vllm-serve-v2"}  # no hf
     assert ("serve-bert-tiny-cross-encoder-rerank", "vllm-serve-v2") in sel.rows  # the /rerank the PR fixed
+
+
+# vLLM 0.32's vllm/config/{model,vllm}.py look each architecture up in MODELS_CONFIG_MAP
+# (models/config.py), and apply its hybrid fix to every hybrid model: no model module imports the
+# file for that, so an import graph alone misses the jina-vl, colbert-jina, reward and PRM cases.
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM installed")
+def test_models_config_py_selects_exactly_the_cases_it_configures_on_vllm_0_32():
+    from vllm.model_executor.models.config import MODELS_CONFIG_MAP  # vLLM's own map, imported
+    from vllm.model_executor.models.interfaces import is_hybrid
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    from harness.select import case_facts
+
+    matrix = load_matrix(ROOT / "matrices/pooling.yaml")
+    source = VllmSource.locate(None)
+    sel = select(matrix, matrix.cases, ["vllm/model_executor/models/config.py"], "vllm", source)
+    expected = set()
+    for case in matrix.cases:
+        facts = case_facts(case, source, ROOT / "matrices")
+        arch = facts.arch  # config.json's architecture (synthetic cases name it)
+        # with model_impl transformers vLLM runs a Transformers* class, not the map's names
+        if arch is None or case.engine.get("model_impl") == "transformers":
+            configured = False
+        else:
+            registered = next((a for a in (arch, arch.replace("Model", "ForCausalLM"))
+                               if a in ModelRegistry.get_supported_archs()), None)
+            # the class is imported only when the map does not decide (jina_vl needs torchvision)
+            configured = arch in MODELS_CONFIG_MAP or registered in MODELS_CONFIG_MAP or (
+                registered is not None and is_hybrid(ModelRegistry._try_load_model_cls(registered)))
+        imports_it = "vllm/model_executor/models/config.py" in (facts.model_files or ())
+        if configured or imports_it:
+            expected.add(case.id)
+    assert {c.split("@")[0] for c, _ in sel.rows} == expected
+    for must in ("jina-vl-tiny-text-rerank", "colbert-jina-tiny-token-embed", "qwen2-tiny-reward",
+                 "qwen2-tiny-prm-step-reward", "colbert-lfm2-tiny-conv-token-embed"):
+        assert must in expected
+    assert "bert-tiny-mean-embed" not in expected

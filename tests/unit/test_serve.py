@@ -429,16 +429,6 @@ def test_the_next_case_restarts_a_server_that_died(monkeypatch):
 
 # --- dimensions (Matryoshka) ---
 
-def test_the_matryoshka_reference_truncates_and_renormalises_only_a_normalising_model():
-    from harness.runners.hf import matryoshka
-
-    v = np.array([[3.0, 4.0, 12.0], [0.0, 2.0, 1.0]], dtype=np.float32)
-    np.testing.assert_allclose(matryoshka(v, 2, normalize=True), [[0.6, 0.8], [0.0, 1.0]], rtol=1e-7)
-    assert matryoshka(v, 2, normalize=False).tolist() == [[3.0, 4.0], [0.0, 2.0]]
-    with pytest.raises(ValueError, match="dimensions 4 is more than the model's 3"):
-        matryoshka(v, 4, normalize=True)
-
-
 def test_dimensions_are_sent_to_the_server_and_apply_to_embed_cases_only():
     sent = []
 

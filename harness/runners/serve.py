@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.engine import vllm_provenance
 from harness.runners import LoadRequest, pool
 from harness.runners.serve_decode import ServerFailure, decode_base64, match_rerank, same_length
 
@@ -111,6 +112,7 @@ class ServeRunner:
                        "ports_in_use": refused},
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
             "versions": {"vllm": _version()},
+            "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
         }
 
     def _launch(self) -> list[int]:

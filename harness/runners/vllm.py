@@ -112,6 +112,7 @@ class VllmRunner:
         import vllm
         from vllm import LLM
 
+        from harness.engine import vllm_provenance
         from harness.platform import Platform
 
         from harness.engine_memory import kv_budget_of
@@ -144,6 +145,7 @@ class VllmRunner:
             "engine_kwargs": {k: v for k, v in kwargs.items()},
             "kv_budget": {**budget.as_info(), "overridden_by_case": "kv_cache_memory_bytes" in req.engine},
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
+            "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
             "versions": {
                 "vllm": vllm.__version__,
                 "torch": torch.__version__,

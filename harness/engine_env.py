@@ -82,25 +82,26 @@ def _run(cmd: list[str], **kw) -> None:
     subprocess.run(cmd, check=True, **kw)
 
 
-def _deps_key(extras: tuple[str, ...]) -> str:
+def _deps_key() -> str:
     """What a venv holds besides vLLM: the harness's pyproject (dependencies, extras)."""
-    return hashlib.sha256(
-        (ROOT / "pyproject.toml").read_bytes() + ",".join(extras).encode()
-    ).hexdigest()[:16]
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+
+
+def release_stamp(requirement: str, backend: str, extras: tuple[str, ...]) -> dict:
+    """What a release's virtualenv holds, as its stamp file says."""
+    return {"requirement": requirement, "backend": backend, "extras": sorted(set(extras)),
+            "harness_deps": _deps_key()}
 
 
 def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> EngineEnv:
-    """The virtualenv of one release, created or reused (keyed by requirement + harness deps)."""
+    """The virtualenv of one release, created or reused: reused when it holds this requirement,
+    the harness's current dependencies and at least these extras (a stamp file says so)."""
     venv = engines_dir() / requirement.replace("==", "-")
     python = venv / "bin" / "python"
-    want = {
-        "requirement": requirement,
-        "backend": backend,
-        "extras": list(extras),
-        "harness_deps": _deps_key(extras),
-    }
     stamp = venv / STAMP
-    if python.exists() and stamp.is_file() and json.loads(stamp.read_text()) == want:
+    have = json.loads(stamp.read_text()) if python.exists() and stamp.is_file() else {}
+    want = release_stamp(requirement, backend, (*extras, *have.get("extras", [])))
+    if have == want:
         return EngineEnv(requirement, str(python))
     t0 = time.perf_counter()
     venv.parent.mkdir(parents=True, exist_ok=True)
@@ -108,17 +109,12 @@ def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> Engi
         _run([_python_for_venvs(), "-m", "venv", str(venv)])
     stamp.unlink(missing_ok=True)  # a failed install below must not look reusable
     _run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
-    target = f"{ROOT}[{','.join(extras)}]" if extras else str(ROOT)
+    target = f"{ROOT}[{','.join(want['extras'])}]" if want["extras"] else str(ROOT)
     _run([str(python), "-m", "pip", "install", "-q", requirement, "-e", target])
     if backend == "cpu":
         _run([str(python), "-m", "pip", "uninstall", "-q", "--yes", *BROKEN_BESIDE_TORCH_CPU])
-    _run(
-        [
-            str(python),
-            "-c",
-            "import transformers, vllm, sentence_transformers; print('vllm', vllm.__version__)",
-        ]
-    )
+    check = "import transformers, vllm, sentence_transformers; print('vllm', vllm.__version__)"
+    _run([str(python), "-c", check])
     stamp.write_text(json.dumps(want, indent=1) + "\n")
     return EngineEnv(requirement, str(python), setup_seconds=time.perf_counter() - t0, reused=False)
 

@@ -246,6 +246,11 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
     if bad_refs:
         lines += ["", "### Reference (hf) problems", ""]
         lines += [f"- `{x.case_id}`: **{x.status}** {_md_escape(x.reason[:max_reason])}" for x in bad_refs]
+    unproven = sorted({r.runner_label for r in report.results
+                       if r.info.get("runner_proven") is False})
+    if unproven:
+        lines += ["", "⚠️ Which model runner ran was not read from the engine (server log only, "
+                  "unproven) for: " + ", ".join(unproven)]
     from harness.engine import describe_provenance
 
     lines += ["", *(f"Under test: {describe_provenance(p)}" for p in report.vllm_under_test)]

@@ -104,6 +104,8 @@ class ServeRunner:
         actual, evidence = runner_from_log(self.log_path.read_text(errors="replace"))
         return {
             "actual_runner": actual, "runner_evidence": evidence,
+            # vLLM's server exposes no model runner class: its log is the evidence, not the engine
+            "runner_proven": False,
             "runner_choice": f"VLLM_USE_V2_MODEL_RUNNER={os.environ.get('VLLM_USE_V2_MODEL_RUNNER', '(unset)')}",
             "device": req.device, "engine_kwargs": engine, "kv_budget": budget.as_info(),
             "effective": {"kv_cache_memory_bytes": engine.get("kv_cache_memory_bytes")},

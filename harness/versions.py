@@ -37,13 +37,31 @@ def run_release(release: str, out: Path, backend: str, extra: list[str]) -> dict
     t0 = time.perf_counter()
     env = release_env(requirement, backend, ())
     setup = time.perf_counter() - t0
-    cmd = [env.python, "-m", "harness.cli", "run", "-m", "matrices/pooling.yaml", "--against", "golden",
-           "--runners", *OFFLINE_RUNNERS, "--out", str(out / release), *extra]
+    cmd = [
+        env.python,
+        "-m",
+        "harness.cli",
+        "run",
+        "-m",
+        "matrices/pooling.yaml",
+        "--against",
+        "golden",
+        "--runners",
+        *OFFLINE_RUNNERS,
+        "--out",
+        str(out / release),
+        *extra,
+    ]
     t1 = time.perf_counter()
     code = subprocess.run(cmd, cwd=ROOT, env=env.env()).returncode
-    return {"release": release, "requirement": requirement, "exit": code,
-            "setup_seconds": round(setup, 1), "reused_env": env.reused,
-            "run_seconds": round(time.perf_counter() - t1, 1)}
+    return {
+        "release": release,
+        "requirement": requirement,
+        "exit": code,
+        "setup_seconds": round(setup, 1),
+        "reused_env": env.reused,
+        "run_seconds": round(time.perf_counter() - t1, 1),
+    }
 
 
 def table(reports: dict[str, dict]) -> tuple[str, dict]:
@@ -63,15 +81,24 @@ def table(reports: dict[str, dict]) -> tuple[str, dict]:
     for fam, runner in sorted(cells):
         row = [_cell(cells[(fam, runner)].get(rel)) for rel in rels]
         lines.append(f"| {fam} | {runner} | " + " | ".join(row) + " |")
-    lines.append("| **default runner chosen** (vllm-auto) | | "
-                 + " | ".join(", ".join(f"{k} x{n}" for k, n in sorted(chose[r].items())) or "-" for r in rels)
-                 + " |")
+    lines.append(
+        "| **default runner chosen** (vllm-auto) | | "
+        + " | ".join(
+            ", ".join(f"{k} x{n}" for k, n in sorted(chose[r].items())) or "-" for r in rels
+        )
+        + " |"
+    )
     lines.append("| vLLM that ran | | " + " | ".join(under[r] for r in rels) + " |")
     legend = "Cells: verdict counts (" + ", ".join(f"{v} {k}" for k, v in SHORT.items()) + ")."
-    doc = {"releases": rels, "vllm": under,
-           "default_runner": {r: dict(chose[r]) for r in rels},
-           "cells": [{"family": f, "runner": ru, **{rel: dict(c) for rel, c in by.items()}}
-                     for (f, ru), by in sorted(cells.items())]}
+    doc = {
+        "releases": rels,
+        "vllm": under,
+        "default_runner": {r: dict(chose[r]) for r in rels},
+        "cells": [
+            {"family": f, "runner": ru, **{rel: dict(c) for rel, c in by.items()}}
+            for (f, ru), by in sorted(cells.items())
+        ],
+    }
     return "\n".join(lines) + "\n\n" + legend + "\n", doc
 
 
@@ -83,13 +110,18 @@ def _cell(c: Counter | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
-    ap = argparse.ArgumentParser(prog="python -m harness.versions", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m harness.versions",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--releases", nargs="+", default=list(DEFAULT_RELEASES))
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "versions")
-    ap.add_argument("--tables-only", action="store_true", help="only tabulate OUT/<release>/report.json")
+    ap.add_argument(
+        "--tables-only", action="store_true", help="only tabulate OUT/<release>/report.json"
+    )
     args = ap.parse_args(argv)
     backend = os.environ.get("PARITY_BACKEND", "cpu")
     try:
@@ -98,7 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     except EngineSpecError as e:
         print(f"parity versions: {e}", file=sys.stderr)
         return 2
-    runs = [] if args.tables_only else [run_release(rel, args.out, backend, extra) for rel in args.releases]
+    runs = (
+        []
+        if args.tables_only
+        else [run_release(rel, args.out, backend, extra) for rel in args.releases]
+    )
     reports = {}
     for rel in args.releases:
         path = args.out / rel / "report.json"
@@ -109,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     md, doc = table(reports)
     doc["runs"] = runs
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "versions.md").write_text("## The default matrix's offline rows, release by release\n\n" + md)
+    (args.out / "versions.md").write_text(
+        "## The default matrix's offline rows, release by release\n\n" + md
+    )
     (args.out / "versions.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(md)
     print(f"tables: {args.out / 'versions.md'} · {args.out / 'versions.json'}")

@@ -46,3 +46,13 @@ def test_bad_mappings_are_matrix_errors_with_their_line(write_matrix, value, sai
     with pytest.raises(MatrixError) as e:
         load_matrix(p)
     assert said in str(e.value) and f"{p}:" in str(e.value)
+
+
+def test_selection_follows_the_default_runner_of_the_vllm_under_test(write_matrix, monkeypatch):
+    from harness import select
+
+    (case,) = load_matrix(write_matrix(BY_RELEASE)).cases
+    for version, v1_rows, v2_rows in (("0.32.0", False, True), ("0.28.0", True, False), (None, True, True)):
+        monkeypatch.setattr(select, "_version_under_test", lambda v=version: v)
+        assert select._in_rows("v1", case, "vllm-auto") is v1_rows, version
+        assert select._in_rows("v2", case, "vllm-auto") is v2_rows, version

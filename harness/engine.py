@@ -39,6 +39,19 @@ SUPPORT: dict[tuple[int, int], dict[str, str]] = {
         "runner_choice": "VllmConfig._get_v2_model_runner_unsupported_features",
         "gc_hooks": "gc.freeze/unfreeze around engine start and shutdown",
     },
+    (0, 31): {
+        "runner_class": "model runner class (same modules as 0.32)",
+        "triton_shim": "V2 on CPU: `cpu` backend entry point plus a `vllm` distribution alias "
+        "(0.31 reads importlib.metadata.version('vllm'))",
+        "runner_choice": "VllmConfig._get_v2_model_runner_unsupported_features",
+        "gc_hooks": "gc.freeze/unfreeze around engine start and shutdown",
+    },
+    (0, 28): {
+        "runner_class": "model runner class (same modules as 0.32)",
+        "triton_shim": "V2 on CPU: `cpu` backend entry point plus a `vllm` distribution alias",
+        "runner_choice": "VllmConfig._is_default_v2_model_runner_model (pooling: V1)",
+        "gc_hooks": "gc.freeze/unfreeze around engine start and shutdown",
+    },
 }
 
 

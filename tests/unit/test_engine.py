@@ -145,3 +145,11 @@ def test_reports_record_the_vllm_under_test():
     assert Report.model_validate(doc).vllm_under_test == [prov]  # a saved report loads again
     line = "vLLM 0.32.0+checkout.gabc from checkout /src/vllm @ abc123, dirty tree"
     assert line in to_markdown(report) and line in to_html(report)
+
+
+def test_a_supported_but_unchecked_release_says_what_is_not_proven():
+    assert engine.support_notes("0.32.1") == {"checked_release": "0.32", "unproven": []}
+    notes = engine.support_notes("0.30.0")
+    assert notes["checked_release"] is None and "runner_class" in notes["unproven"]
+    line = engine.describe_provenance({"version": "0.30.0", "kind": "release", "support": notes})
+    assert "not proven on this release: gc_hooks, runner_choice, runner_class, triton_shim" in line

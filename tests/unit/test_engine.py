@@ -153,3 +153,26 @@ def test_a_supported_but_unchecked_release_says_what_is_not_proven():
     assert notes["checked_release"] is None and "runner_class" in notes["unproven"]
     line = engine.describe_provenance({"version": "0.30.0", "kind": "release", "support": notes})
     assert "not proven on this release: gc_hooks, runner_choice, runner_class, triton_shim" in line
+
+
+def test_a_git_ref_is_exported_once_and_recorded_with_its_commit(tmp_path, release_pkg, monkeypatch):
+    from harness.engine_env import export_ref
+
+    repo = _tree(tmp_path / "vllm-src", {"vllm/__init__.py": "", "vllm/x.py": "V = 1\n"})
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "one")
+    _git(repo, "branch", "feature")
+    (repo / "vllm" / "x.py").write_text("V = 2\n")  # uncommitted: not part of the ref
+    monkeypatch.setenv("PARITY_ENGINES", str(tmp_path / "engines"))
+    spec = parse_spec("git:feature", "cpu", str(repo))
+    tree, commit = export_ref(spec.repo, spec.ref)
+    assert (tree / "vllm" / "x.py").read_text() == "V = 1\n" and export_ref(repo, "feature") == (tree, commit)
+    dest = build_overlay(tree, release_pkg, "0.32.0", tmp_path / "overlay", spec.describe(), commit, repo)
+    code = "import json; from harness.engine import vllm_provenance; print(json.dumps(vllm_provenance()))"
+    prov = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                     env={"PYTHONPATH": f"{dest}:{ROOT}", "PATH": "/usr/bin:/bin"}).stdout)
+    assert prov["checkout"]["commit"] == commit and prov["checkout"]["dirty"] is False
+    assert prov["source"] == f"git:feature of {repo}"
+    with pytest.raises(EngineSpecError, match="no such ref"):
+        export_ref(repo, "nope")

@@ -28,7 +28,8 @@ from harness.engine_env import ROOT, release_env
 
 DEFAULT_RELEASES = ("0.28.0", "0.31.0", "0.32.0")  # the ones measured here (README)
 OFFLINE_RUNNERS = ("vllm-v1", "vllm-v2", "vllm-auto")
-SHORT = {"pass": "P", "fail": "F", "error": "E", "xfail": "x", "xpass": "X!", "skip": "s"}
+NOT_RUN = "not run (the run was interrupted"  # harness.verdict's reason for a row never reached
+SHORT = {"not run": "n", "pass": "P", "fail": "F", "error": "E", "xfail": "x", "xpass": "X!", "skip": "s"}
 
 
 def run_release(release: str, out: Path, backend: str, extra: list[str]) -> dict:
@@ -72,7 +73,8 @@ def table(reports: dict[str, dict]) -> tuple[str, dict]:
     for rel, rep in reports.items():
         for r in rep.get("results", []):
             key = (r["family"], r["runner"])
-            cells[key].setdefault(rel, Counter())[r["status"]] += 1
+            status = "not run" if r.get("reason", "").startswith(NOT_RUN) else r["status"]
+            cells[key].setdefault(rel, Counter())[status] += 1
         chose[rel] = Counter(str(a.get("actual")).upper() for a in rep.get("audit", []))
         vut = rep.get("vllm_under_test") or []
         under[rel] = ", ".join(str(v.get("version")) for v in vut) or "?"

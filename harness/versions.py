@@ -29,7 +29,8 @@ from harness.engine_env import ROOT, release_env
 DEFAULT_RELEASES = ("0.28.0", "0.31.0", "0.32.0")  # the ones measured here (README)
 OFFLINE_RUNNERS = ("vllm-v1", "vllm-v2", "vllm-auto")
 NOT_RUN = "not run (the run was interrupted"  # harness.verdict's reason for a row never reached
-SHORT = {"not run": "n", "pass": "P", "fail": "F", "error": "E", "xfail": "x", "xpass": "X!", "skip": "s"}
+SHORT = {"not run": "n", "pass": "P", "fail": "F", "error": "E", "xfail": "x", "xpass": "X!",
+         "skip": "s"}
 
 
 def run_release(release: str, out: Path, backend: str, extra: list[str]) -> dict:

@@ -74,3 +74,13 @@ def test_a_runner_read_only_from_a_server_log_is_marked_unproven_in_the_report()
     md = to_markdown(report)
     assert "not read from the engine (server log only, unproven) for: vllm-serve-v2 label" in md
     assert "vllm-v2 label" not in md.split("unproven) for:")[1].splitlines()[0]
+
+
+def test_pickle_is_allowed_only_where_the_probe_crosses_a_process():
+    from harness.platform import Platform
+
+    flag = "VLLM_ALLOW_INSECURE_SERIALIZATION"
+    assert Platform("cpu").worker_env("vllm-v1")[flag] is None  # in-process engine core: not needed
+    assert Platform("cpu", in_process_engine=False).worker_env("vllm-v2")[flag] == "1"
+    assert Platform("cuda").worker_env("vllm-auto")[flag] == "1"
+    assert Platform("cuda").worker_env("vllm-serve-v1")[flag] is None  # the server never gets it

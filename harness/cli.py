@@ -136,6 +136,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     selection = {"cases": sorted(args.cases or []), "runners": sorted(args.runners or []), "against": args.against,
                  "dtype": args.dtype}
     change = change_selection(args, matrix, cases)
+    if change is not None and args.vllm_diff:
+        from harness.engine import not_the_checkout
+
+        other = not_the_checkout(Path(args.vllm_repo))
+        if other:  # rows chosen by a change must run on the vLLM that has the change
+            err.print(f"[red]parity: --vllm-diff {args.vllm_diff}: {other}[/]")
+            return 2
     if change is not None:
         from harness.select import narrow, to_text
 
@@ -169,6 +176,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 0
     elif not cases:
         err.print(f"[red]no case of {args.matrix} matches {args.cases}[/]")
+        return 2
+    from harness.engine import unsupported_here
+
+    refused = unsupported_here()
+    if refused:  # its internals (runner detection, start-up hooks) were never checked: refuse
+        err.print(f"[red]parity: {refused}[/]")
         return 2
     platform = Platform(args.device or detect_device(), in_process_engine=not args.naive)
     run_dir = Path(args.out or f"runs/{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")

@@ -213,8 +213,9 @@ class Case(_Strict):
     divergence: Divergence | None = None
     skip_if_error: KnownSkip | None = None
     # the model runner vLLM should choose when left to decide (the `vllm-auto` runner); a case
-    # where the live engine chose another fails the default-runner audit
-    expected_auto_runner: Literal["v1", "v2"] | None = None
+    # where the live engine chose another fails the default-runner audit. It may depend on the
+    # release: a mapping of version specifiers to runners, e.g. {">=0.32": v2, "<0.32": v1}
+    expected_auto_runner: Literal["v1", "v2"] | dict[str, Literal["v1", "v2"]] | None = None
     trust_remote_code: bool = False
     # invariance checks (harness.checks): each becomes a derived case `<id>@<check>`
     checks: list[CheckName] = Field(default_factory=list)
@@ -230,6 +231,44 @@ class Case(_Strict):
     # set by harness.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
     run_options: dict[str, Any] = Field(default_factory=dict, exclude=True)
+
+    @field_validator("expected_auto_runner")
+    @classmethod
+    def _version_specifiers(cls, v):
+        if isinstance(v, dict):
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+            if not v:
+                raise ValueError("an empty mapping; give v1 | v2, or {SPECIFIER: v1 | v2, ...}")
+            for key in v:
+                try:
+                    SpecifierSet(key)
+                except InvalidSpecifier:
+                    raise ValueError(f"{key!r} is not a version specifier; write e.g. '>=0.32' or "
+                                     "'>=0.28,<0.32' (PEP 440, as pip takes them)") from None
+        return v
+
+    def expected_auto_for(self, version: str | None) -> tuple[str | None, str]:
+        """(the runner vLLM `version` should choose by default, or None; why none). With a
+        mapping, exactly one specifier must match the version."""
+        want = self.expected_auto_runner
+        if not isinstance(want, dict):
+            return want, ""
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            v = Version(version or "")
+        except InvalidVersion:
+            return None, (f"the vLLM version {version!r} is unknown, so expected_auto_runner "
+                          "cannot pick")
+        hits = [r for k, r in want.items() if SpecifierSet(k).contains(v, prereleases=True)]
+        keys = [k for k in want if SpecifierSet(k).contains(v, prereleases=True)]
+        if len(hits) != 1:
+            return None, (f"expected_auto_runner ({self.where or self.id}) has "
+                          f"{'no entry' if not hits else 'several entries: ' + ', '.join(keys)} "
+                          f"for vLLM {version}; give exactly one specifier that matches it")
+        return hits[0], ""
 
     @field_validator("runners")
     @classmethod

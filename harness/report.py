@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from harness.verdict import ORDER, is_failing
 
@@ -93,6 +93,18 @@ class Report(BaseModel):
     peak_rss_mb: dict[str, float] = Field(default_factory=dict)
     # one entry per worker process lineage: runner, lane, loads, recycles, peak and last RSS (MiB)
     workers: list[dict[str, Any]] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def vllm_under_test(self) -> list[dict[str, Any]]:
+        """Each distinct vLLM the runner workers ran (harness.engine.vllm_provenance): its
+        version, and for a checkout its path, commit and whether the tree was dirty."""
+        seen: dict[str, dict[str, Any]] = {}
+        for r in self.results:
+            p = r.info.get("vllm")
+            if p:
+                seen.setdefault(json.dumps(p, sort_keys=True), p)
+        return [seen[k] for k in sorted(seen)]
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in ORDER}
@@ -234,6 +246,14 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
     if bad_refs:
         lines += ["", "### Reference (hf) problems", ""]
         lines += [f"- `{x.case_id}`: **{x.status}** {_md_escape(x.reason[:max_reason])}" for x in bad_refs]
+    unproven = sorted({r.runner_label for r in report.results
+                       if r.info.get("runner_proven") is False})
+    if unproven:
+        lines += ["", "⚠️ Which model runner ran was not read from the engine (server log only, "
+                  "unproven) for: " + ", ".join(unproven)]
+    from harness.engine import describe_provenance
+
+    lines += ["", *(f"Under test: {describe_provenance(p)}" for p in report.vllm_under_test)]
     lines += ["", f"<sub>parity-harness {report.harness_version}"
               + (f" @ {report.git_commit[:10]}" if report.git_commit else "") + f" · started {report.started}</sub>", ""]
     return "\n".join(lines)

@@ -355,6 +355,9 @@ def _provenance(report: Report) -> str:
         ("device", report.device), ("shard", report.shard or "-"),
         ("started / finished", f"{report.started} / {report.finished or '-'}"),
     ]
+    from harness.engine import describe_provenance
+
+    facts += [("vLLM under test", describe_provenance(p)) for p in report.vllm_under_test]
     facts += [(f"versions ({who})", v) for who, v in _versions(report)]
     if report.phases:
         facts.append(("phases", ", ".join(f"{k} {v:.1f} s" for k, v in report.phases.items())))

@@ -108,7 +108,8 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
             v = verdict_for(case, runner, dtype, ref, got)
             actual = got.info.get("actual_runner") if got else None
             if runner == "vllm-auto" and got is not None and got.status == "ok":
-                audit.append(AuditRow(family=case.family, case_id=case.id, expected=case.expected_auto_runner,
+                expected, _ = case.expected_auto_for(got.info.get("versions", {}).get("vllm"))
+                audit.append(AuditRow(family=case.family, case_id=case.id, expected=expected,
                                       actual=actual, why=got.info.get("runner_choice", "")))
             results.append(Result(
                 case_id=case.id, family=case.family, task=case.task, runner=runner,

@@ -168,7 +168,9 @@ def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], M
     not_in_effect = check_not_in_effect(case, got.info)
     if not_in_effect:
         return Verdict("error", not_in_effect)
-    expected = case.expected_auto_runner
+    expected, why_none = case.expected_auto_for(got.info.get("versions", {}).get("vllm"))
+    if variant == "auto" and why_none:
+        return Verdict("error", f"default-runner audit: {why_none}")
     if variant == "auto" and expected and actual != expected:
         return Verdict("fail", f"default-runner audit: vLLM chose {str(actual).upper()} but this family expects "
                                f"{expected.upper()} ({got.info.get('runner_choice', 'no reason recorded')})")

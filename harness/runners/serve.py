@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.engine import vllm_provenance
 from harness.runners import LoadRequest, pool
 from harness.runners.serve_decode import ServerFailure, decode_base64, match_rerank, same_length
 
@@ -104,6 +105,8 @@ class ServeRunner:
         actual, evidence = runner_from_log(self.log_path.read_text(errors="replace"))
         return {
             "actual_runner": actual, "runner_evidence": evidence,
+            # vLLM's server exposes no model runner class: its log is the evidence, not the engine
+            "runner_proven": False,
             "runner_choice": f"VLLM_USE_V2_MODEL_RUNNER={os.environ.get('VLLM_USE_V2_MODEL_RUNNER', '(unset)')}",
             "device": req.device, "engine_kwargs": engine, "kv_budget": budget.as_info(),
             "effective": {"kv_cache_memory_bytes": engine.get("kv_cache_memory_bytes")},
@@ -112,6 +115,7 @@ class ServeRunner:
                        "ports_in_use": refused},
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
             "versions": {"vllm": _version()},
+            "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
         }
 
     def _launch(self) -> list[int]:

@@ -13,26 +13,44 @@ import numpy as np
 from harness.runners import LoadRequest, freeze_what_is_alive
 
 
+def _runner_of_worker(worker) -> list[str]:
+    """Run inside vLLM's worker (collective_rpc): the module of each class of its model runner."""
+    mr = getattr(worker, "model_runner", None) or worker.worker.model_runner
+    cls = type(mr)
+    return [f"{cls.__module__}.{cls.__qualname__}", *{c.__module__ for c in cls.__mro__}]
+
+
+def _runner_from_modules(cls: str, mods: set[str]) -> str:
+    if "vllm.v1.worker.gpu.model_runner" in mods:
+        return "v2"
+    if "vllm.v1.worker.gpu_model_runner" in mods:
+        return "v1"
+    return "unknown"
+
+
 def _actual_runner(llm) -> tuple[str, str]:
-    """('v1'|'v2'|'unknown', evidence). The model runner's class is the ground truth; the config
-    property is the fallback when the engine core lives in another process."""
+    """('v1'|'v2'|'unknown', evidence), read from the engine's model runner class: in this
+    process when the engine core lives here, else asked of vLLM's workers (collective_rpc, as
+    on GPU where the engine core has its own process). Never the config flag: a runner not read
+    from the engine is 'unknown', and the verdict says so."""
     try:
         core = llm.llm_engine.engine_core.engine_core
         mr = core.model_executor.driver_worker.worker.model_runner
-        mods = {c.__module__ for c in type(mr).__mro__}
         cls = f"{type(mr).__module__}.{type(mr).__qualname__}"
-        if "vllm.v1.worker.gpu.model_runner" in mods:
-            return "v2", f"model runner class {cls}"
-        if "vllm.v1.worker.gpu_model_runner" in mods:
-            return "v1", f"model runner class {cls}"
-        return "unknown", f"model runner class {cls}"
+        mods = {c.__module__ for c in type(mr).__mro__}
+        return _runner_from_modules(cls, mods), f"model runner class {cls}"
     except AttributeError:
         pass
     try:
-        v2 = bool(llm.llm_engine.vllm_config.use_v2_model_runner)
-        return ("v2" if v2 else "v1"), "vllm_config.use_v2_model_runner"
-    except AttributeError as e:
-        return "unknown", f"could not read the runner: {e}"
+        answers = llm.collective_rpc(_runner_of_worker)
+    except Exception as e:  # noqa: BLE001 - the evidence is what failed
+        return "unknown", ("unproven: the model runner could not be read from the engine "
+                           f"({type(e).__name__}: {e})")
+    kinds = {_runner_from_modules(a[0], set(a[1:])) for a in answers}
+    classes = sorted({a[0] for a in answers})
+    if len(kinds) != 1:
+        return "unknown", f"unproven: the workers' model runners disagree: {classes}"
+    return kinds.pop(), f"model runner class {', '.join(classes)} (asked of vLLM's workers)"
 
 
 def _effective_config(llm) -> dict[str, Any]:
@@ -72,6 +90,11 @@ def _why_runner(llm, actual: str) -> str:
     unsupported = probe()
     if unsupported:
         return f"vLLM's choice: V2 does not support {', '.join(unsupported)}"
+    default_v2 = getattr(cfg, "_is_default_v2_model_runner_model", None)  # vllm <= 0.30
+    if default_v2 is not None and not default_v2():
+        return (f"vLLM's choice: vllm {_vllm_version()} keeps V2 for its default-V2 generate "
+                "models (VllmConfig._is_default_v2_model_runner_model is false here) -> "
+                f"{actual.upper()}")
     how = " (Triton via the interpreter backend)" if os.environ.get("TRITON_INTERPRET") == "1" else ""
     return f"vLLM's choice: Triton present{how}, no V2-unsupported feature -> {actual.upper()}"
 
@@ -113,6 +136,7 @@ class VllmRunner:
         import vllm
         from vllm import LLM
 
+        from harness.engine import vllm_provenance
         from harness.platform import Platform
 
         from harness.engine_memory import kv_budget_of
@@ -142,6 +166,7 @@ class VllmRunner:
         return {
             "actual_runner": actual,
             "runner_evidence": evidence,
+            "runner_proven": actual != "unknown",  # read from the engine's model runner class
             "runner_choice": _why_runner(self.llm, actual),
             "effective": _effective_config(self.llm),
             "engine_trace": self.trace.as_info(),
@@ -149,6 +174,7 @@ class VllmRunner:
             "engine_kwargs": {k: v for k, v in kwargs.items()},
             "kv_budget": {**budget.as_info(), "overridden_by_case": "kv_cache_memory_bytes" in req.engine},
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
+            "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
             "versions": {
                 "vllm": vllm.__version__,
                 "torch": torch.__version__,

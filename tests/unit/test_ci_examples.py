@@ -56,7 +56,11 @@ def test_pipeline_examples_parse_and_call_existing_commands(name, scripts):
         else:
             assert (ROOT / c[0]).is_file() and os.access(ROOT / c[0], os.X_OK)
             flags = [a for a in c[1:] if a.startswith("--")]
-            assert set(flags) <= {"--shard", "--out", "--matrix", "--against", "--vllm-diff", "--vllm-repo"}, flags
+            # `--` passes what follows to `parity run`
+            own = flags[:flags.index("--")] if "--" in flags else flags
+            assert set(own) <= {"--shard", "--out", "--matrix", "--against", "--vllm-diff", "--vllm-repo"}, flags
+            if "--" in c:
+                parser.parse_args(["run", *c[c.index("--") + 1:]])
 
 
 def test_gate_exit_codes(tmp_path):

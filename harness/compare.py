@@ -42,6 +42,20 @@ def max_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
     )
 
 
+def norm_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
+    """max over vectors (every token's, for token outputs) of | |got| / |ref| - 1 |: a lost or
+    extra L2 normalisation (same direction, other length) that cosine cannot see. For normalised
+    outputs this is | |got| - 1 |."""
+    worst = 0.0
+    for r, g in zip(ref, got):
+        r2 = _f64(r).reshape(-1, r.shape[-1]) if r.ndim else _f64(r).reshape(1, 1)
+        rn = np.linalg.norm(r2, axis=-1)
+        gn = np.linalg.norm(_f64(g).reshape(r2.shape), axis=-1)
+        rel = np.where(rn > 0, np.abs(gn - rn) / np.where(rn > 0, rn, 1.0), np.where(gn > 0, np.inf, 0.0))
+        worst = max(worst, float(rel.max(initial=0.0)))
+    return worst
+
+
 def rank_disagreement(ref: list[np.ndarray], got: list[np.ndarray], items: tuple) -> float:
     """Fraction of query groups whose documents are ranked in a different order."""
     groups = [g for g in query_groups(items) if len(g) > 1]
@@ -57,6 +71,7 @@ METRICS = {
     "cosine_distance": lambda ref, got, items: cosine_distance(ref, got),
     "max_abs": lambda ref, got, items: max_abs(ref, got),
     "max_rel": lambda ref, got, items: max_rel(ref, got),
+    "norm_rel": lambda ref, got, items: norm_rel(ref, got),
     "rank_disagreement": rank_disagreement,
 }
 
@@ -146,13 +161,34 @@ def token_problem(ref_ids: list | None, got_ids: list | None, items: tuple) -> t
     return None, f"token ids equal for {compared} of {len(items)} items"
 
 
+def calibrated_metrics(tolerance: Tolerance, names: list[str], ref: list[np.ndarray], ref32: list[np.ndarray],
+                       got: list[np.ndarray], items: tuple) -> list[Metric]:
+    """Half precision: each metric of the runner against HF in float32 (`ref32`), bounded by
+    k x the same metric of HF in this dtype (`ref`) against HF in float32 + the floor."""
+    assert tolerance.k is not None
+    floors = tolerance.bounds()
+    out = []
+    for m in names:
+        own = METRICS[m](ref32, ref, items)
+        floor = floors.get(m)
+        out.append(Metric(m, METRICS[m](ref32, got, items), None if floor is None else tolerance.k * own + floor,
+                          ref_error=own))
+    return out
+
+
 def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.ndarray], got: list[np.ndarray],
             items: tuple, ref_ids: list | None = None, got_ids: list | None = None,
-            got_meta: list[dict] | None = None) -> Measurement:
+            got_meta: list[dict] | None = None, ref32: list[np.ndarray] | None = None) -> Measurement:
     """Structural problems first (they make metrics meaningless), then token ids, then what a
     server's answers must satisfy (harness.server_answers, from the runner's per-item `got_meta`),
-    then a degenerate reference, then every metric of the task plus any other the tolerance bounds."""
+    then a degenerate reference, then every metric of the task plus any other the tolerance bounds.
+    A tolerance with `k` (half precision) is calibrated against `ref32`, HF in float32."""
+    if tolerance.k is not None and ref32 is None:
+        raise ValueError("calibrated half-precision bounds (k) need the float32 reference's outputs")
     problem = structural_problem(ref, got, len(items))
+    if problem is None and tolerance.k is not None:
+        problem = structural_problem(ref32, got, len(items))
+        problem = problem and f"against the float32 reference: {problem}"
     if problem is not None:
         return Measurement(problem=problem)
     problem, note = token_problem(ref_ids, got_ids, items)
@@ -171,9 +207,12 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
         return Measurement(degenerate=degenerate, notes=notes)
     bounds = tolerance.bounds()
     names = list(metric_names) + [m for m in bounds if m not in metric_names]
+    if tolerance.k is not None:
+        return Measurement(metrics=calibrated_metrics(tolerance, names, ref, ref32, got, items), notes=notes)
     return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items), bounds.get(m)) for m in names], notes=notes)
 
 
 def compare(case: Case, runner: str, tolerance: Tolerance, metric_names: tuple[str, ...],
-            ref: list[np.ndarray], got: list[np.ndarray], items: tuple) -> Verdict:
-    return judge(case, runner, measure(tolerance, metric_names, ref, got, items))
+            ref: list[np.ndarray], got: list[np.ndarray], items: tuple,
+            ref32: list[np.ndarray] | None = None) -> Verdict:
+    return judge(case, runner, measure(tolerance, metric_names, ref, got, items, ref32=ref32))

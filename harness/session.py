@@ -11,12 +11,12 @@ from pathlib import Path
 from harness import __version__, golden
 from harness.checks import expand_checks
 from harness import compare
-from harness.verdict import Measurement, Verdict, outcome_verdict
+from harness.verdict import Measurement, Metric, Verdict, outcome_verdict
 from harness.execute import Executor, Progress, RunOutcome, Timeouts
 from harness.inputs import input_set
 from harness.matrix import REFERENCE_RUNNER, Case, Matrix
 from harness.outputs import load_items
-from harness.plan import ModelProblem, Plan, build_plan
+from harness.plan import REFERENCE_FP32, ModelProblem, Plan, build_plan, needs_fp32_reference
 from harness.platform import Platform
 from harness.report import AuditRow, MetricOut, ReferenceResult, Report, Result
 from harness.tasks import task_kind
@@ -67,15 +67,25 @@ def _token_ids(outcome: RunOutcome | None) -> list | None:
     return None if meta is None else [m.get("prompt_token_ids") for m in meta]
 
 
-def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got: RunOutcome | None) -> Verdict:
-    """The verdict (harness.verdict decides) of a case on one runner, comparing the outputs on disk."""
+def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got: RunOutcome | None,
+                ref32: RunOutcome | None = None) -> Verdict:
+    """The verdict (harness.verdict decides) of a case on one runner, comparing the outputs on disk.
+    In half precision with calibrated bounds, `ref32` is the reference run in float32."""
+    calibrated = needs_fp32_reference(case, dtype)
+
     def measure() -> Measurement:
         ref_items, _ = load_items(Path(ref.output))  # type: ignore[union-attr, arg-type]
         got_items, _ = load_items(Path(got.output))  # type: ignore[union-attr, arg-type]
+        ref32_items = load_items(Path(ref32.output))[0] if calibrated else None  # type: ignore[union-attr, arg-type]
         return compare.measure(case.tolerance(dtype), task_kind(case.task).metrics, ref_items, got_items,
-                               input_set(case.inputs).items, _token_ids(ref), _token_ids(got), _request_meta(got))
+                               input_set(case.inputs).items, _token_ids(ref), _token_ids(got), _request_meta(got),
+                               ref32=ref32_items)
 
-    return outcome_verdict(case, runner, ref, got, measure)
+    return outcome_verdict(case, runner, ref, got, measure, ref32=ref32, calibrated=calibrated)
+
+
+def metric_out(m: Metric) -> MetricOut:
+    return MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok, ref_error=m.ref_error, ratio=m.ratio)
 
 
 def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], RunOutcome], started: str,
@@ -101,7 +111,7 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
             if runner == REFERENCE_RUNNER:
                 continue
             got = outcomes.get((case.id, runner))
-            v = verdict_for(case, runner, dtype, ref, got)
+            v = verdict_for(case, runner, dtype, ref, got, outcomes.get((case.variant_of or case.id, REFERENCE_FP32)))
             actual = got.info.get("actual_runner") if got else None
             if runner == "vllm-auto" and got is not None and got.status == "ok":
                 audit.append(AuditRow(family=case.family, case_id=case.id, expected=case.expected_auto_runner,
@@ -109,7 +119,7 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
             results.append(Result(
                 case_id=case.id, family=case.family, task=case.task, runner=runner,
                 runner_label=plan.platform.runner_label(runner, actual), status=v.status, reason=v.reason,
-                metrics=[MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics],
+                metrics=[metric_out(m) for m in v.metrics],
                 envelope=v.envelope, checks=v.notes,
                 where=case.where, model=model_info,
                 inputs={"name": inputs.name, "sha256": inputs.sha256, "count": len(inputs.items)},
@@ -152,7 +162,7 @@ def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platfo
     started, t0 = _now(), time.perf_counter()
     cases = expand_checks(cases, seed=shuffle_seed)
     plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners, dtype=dtype,
-                      with_reference=against == "hf", one_load_per_case=naive)
+                      with_reference=against == "hf", one_load_per_case=naive, fp32_reference=True)
     t_plan = time.perf_counter()
     executor = Executor(plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress, fresh_worker_per_load=naive)
     outcomes, partial = execute(executor)
@@ -226,8 +236,10 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
         if e.kind == "missing" and mode == "record":
             return Verdict("fail", f"golden was missing; recorded now at {record()}: review and commit it"), []
         return Verdict("error" if e.kind != "missing" else "fail", f"golden {e.kind}: {e}"), []
-    v = compare.compare(case, REFERENCE_RUNNER, case.tolerance(dtype), task_kind(case.task).metrics, g.items, items, inputs.items)
-    metrics = [MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics]
+    # HF against its own golden in the same dtype: calibrated half bounds hold as their floors
+    tolerance = case.tolerance(dtype).model_copy(update={"k": None})
+    v = compare.compare(case, REFERENCE_RUNNER, tolerance, task_kind(case.task).metrics, g.items, items, inputs.items)
+    metrics = [metric_out(m) for m in v.metrics]
     if v.status != "pass":
         obtained = golden.write_obtained(golden_dir, case.id, items)
         return Verdict(v.status, f"HF differs from its golden: {v.reason}; obtained written to {obtained}"), metrics

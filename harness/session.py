@@ -15,7 +15,7 @@ from harness.verdict import Measurement, Metric, Verdict, outcome_verdict
 from harness.execute import Executor, Progress, RunOutcome, Timeouts
 from harness.inputs import input_set
 from harness.matrix import REFERENCE_RUNNER, Case, Matrix
-from harness.outputs import load_items
+from harness.outputs import load_items, save_items
 from harness.plan import REFERENCE_FP32, ModelProblem, Plan, build_plan, needs_fp32_reference
 from harness.platform import Platform
 from harness.report import AuditRow, MetricOut, ReferenceResult, Report, Result
@@ -148,7 +148,29 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
         info = {"golden": str(g.arrays_path), "recorded": g.manifest.get("recorded"),
                 "versions": g.manifest.get("versions", {}), "device": g.manifest.get("device")}
         out[(case.id, REFERENCE_RUNNER)] = RunOutcome(case.id, REFERENCE_RUNNER, "ok", output=str(g.arrays_path), info=info)
+        if needs_fp32_reference(case, plan.dtypes[case.id]):
+            out[(case.id, REFERENCE_FP32)] = golden_fp32_reference(golden_dir, case, model.fingerprint)
     return out
+
+
+FP32_SIDECAR = "reference-float32.safetensors"
+
+
+def golden_fp32_reference(golden_dir: Path, case: Case, fingerprint: str) -> RunOutcome:
+    """A half-precision golden's float32 reference, recorded beside it (the yardstick of its
+    calibrated bounds), checked against the case's weights and inputs."""
+    path = golden.case_dir(golden_dir, case.id) / FP32_SIDECAR
+    if not path.is_file():
+        return RunOutcome(case.id, REFERENCE_FP32, "error",
+                          f"golden has no float32 reference beside it ({path}); record the golden in this dtype "
+                          f"again (`parity golden record --dtype ...`) so its calibrated bounds can be measured")
+    _, meta = load_items(path)
+    want = {"model_fingerprint": fingerprint, "inputs_sha256": input_set(case.inputs).sha256}
+    stale = [k for k, v in want.items() if meta.get(k) != v]
+    if stale:
+        return RunOutcome(case.id, REFERENCE_FP32, "error", f"golden float32 reference {path} was made from other "
+                                                            f"{' and '.join(stale)}: record it again")
+    return RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(path), info={"golden": str(path)})
 
 
 def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platform,
@@ -195,13 +217,13 @@ def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: P
     if mode not in ("record", "verify", "update"):
         raise ValueError(f"mode must be record, verify or update, got {mode!r}")
     started, t0 = _now(), time.perf_counter()
-    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER])
+    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER], fp32_reference=True)
     outcomes, partial = execute(Executor(plan, run_dir, timeouts=timeouts, progress=progress))
     results = []
     for case in plan.cases:
         ref = outcomes.get((case.id, REFERENCE_RUNNER))
         model = plan.models[case.id]
-        v, metrics = _golden_verdict(case, plan, ref, model, golden_dir, mode)
+        v, metrics = _golden_verdict(case, plan, ref, model, golden_dir, mode, outcomes.get((case.id, REFERENCE_FP32)))
         results.append(Result(
             case_id=case.id, family=case.family, task=case.task, runner=REFERENCE_RUNNER,
             runner_label=f"hf vs golden ({mode})", status=v.status, reason=v.reason, metrics=metrics,
@@ -212,20 +234,33 @@ def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: P
     return new_report(matrix, platform.device, started, time.perf_counter() - t0, partial, results=results)
 
 
-def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golden_dir: Path, mode: str):
+def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golden_dir: Path, mode: str,
+                    ref32: RunOutcome | None = None):
     if ref is None or ref.status != "ok":
         return Verdict(ref.status if ref else "error", ref.reason if ref else "reference not run"), []
     items, _ = load_items(Path(ref.output))  # type: ignore[arg-type]
     inputs = input_set(case.inputs)
     dtype = plan.dtypes[case.id]
     key = golden.reference_key(case, model.path, dtype, plan.platform.device)
+    calibrated = needs_fp32_reference(case, dtype)
+    if calibrated and (ref32 is None or ref32.status != "ok"):
+        return Verdict("error", f"float32 reference (recorded beside a half-precision golden) "
+                                f"{'was not run' if ref32 is None else ref32.status + ': ' + ref32.reason}"), []
 
     def record() -> Path:
-        return golden.write(golden_dir, case.id, items, task=case.task, fingerprint=model.fingerprint,
-                            inputs={"name": inputs.name, "version": inputs.version, "sha256": inputs.sha256,
-                                    "count": len(inputs.items)},
-                            dtype=dtype, device=plan.platform.device, versions=ref.info.get("versions", {}),
-                            model=model.description, key=key)
+        d = golden.write(golden_dir, case.id, items, task=case.task, fingerprint=model.fingerprint,
+                         inputs={"name": inputs.name, "version": inputs.version, "sha256": inputs.sha256,
+                                 "count": len(inputs.items)},
+                         dtype=dtype, device=plan.platform.device, versions=ref.info.get("versions", {}),
+                         model=model.description, key=key)
+        if calibrated:  # the yardstick, and HF's own error in this dtype per metric, beside the outputs
+            ref32_items = load_items(Path(ref32.output))[0]  # type: ignore[union-attr, arg-type]
+            names = task_kind(case.task).metrics
+            own = {m: compare.METRICS[m](ref32_items, items, inputs.items) for m in names}
+            save_items(golden.case_dir(golden_dir, case.id) / FP32_SIDECAR, ref32_items,
+                       {"dtype": "float32", "beside_dtype": dtype, "model_fingerprint": model.fingerprint,
+                        "inputs_sha256": inputs.sha256, "reference_own_error": own})
+        return d
 
     if mode == "update":
         return Verdict("pass", f"golden updated: {record()}"), []

@@ -266,3 +266,17 @@ def test_a_half_run_adds_one_float32_reference_load_to_the_hf_queue_and_a_float3
     assert REFERENCE_FP32 not in half.runners  # not a compared runner
     fp32 = build_plan(cases, Platform("cpu"), Path("."), dtype="float32", fp32_reference=True)
     assert [(load.name, load.dtype) for load in fp32.queues["hf"]] == [("hf", "float32")]
+
+
+def test_reports_show_hfs_own_error_and_the_ratio_beside_each_calibrated_metric():
+    from harness.report import MetricOut, Report, Result, to_markdown
+    from harness.report_html import metric_rows
+
+    m = MetricOut(name="max_abs", value=1.3e-2, bound=3.1e-2, ok=True, ref_error=1.0e-2, ratio=1.3)
+    res = Result(case_id="c", family="fam", task="embed", runner="vllm-v1", runner_label="vLLM V1",
+                 status="fail", reason="why", metrics=[m], dtype="bfloat16")
+    md = to_markdown(Report(harness_version="0", matrix="m.yaml", matrix_sha256="0", device="cpu",
+                            started="now", results=[res]))
+    assert "max_abs 1.30e-02 ≤ 3.10e-02 (HF's own 1.00e-02, 1.3x)" in md
+    row = [str(getattr(c, "html", c)) for c in metric_rows(res)[0]]
+    assert any("0.01" in c for c in row) and any("1.3" in c for c in row)

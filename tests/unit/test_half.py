@@ -45,7 +45,7 @@ def _forward(x, w, half: str | None):
     return bf16(np.tanh(bf16(x) @ bf16(w)))
 
 
-def _tokens(n=6, t=7, d=48, h=32):
+def _tokens(n=6, t=7, d=48, h=384):  # h: all-MiniLM-L6-v2's width
     w = RNG.normal(size=(d, h)).astype(np.float32) / np.sqrt(d)
     xs = [RNG.normal(size=(t + i % 3, d)).astype(np.float32) for i in range(n)]
     return {mode: [_forward(x, w, mode) for x in xs] for mode in (None, "hf", "runner")}

@@ -51,7 +51,8 @@ def norm_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
         r2 = _f64(r).reshape(-1, r.shape[-1]) if r.ndim else _f64(r).reshape(1, 1)
         rn = np.linalg.norm(r2, axis=-1)
         gn = np.linalg.norm(_f64(g).reshape(r2.shape), axis=-1)
-        rel = np.where(rn > 0, np.abs(gn - rn) / np.where(rn > 0, rn, 1.0), np.where(gn > 0, np.inf, 0.0))
+        safe = np.where(rn > 0, rn, 1.0)
+        rel = np.where(rn > 0, np.abs(gn - rn) / safe, np.where(gn > 0, np.inf, 0.0))
         worst = max(worst, float(rel.max(initial=0.0)))
     return worst
 
@@ -161,8 +162,8 @@ def token_problem(ref_ids: list | None, got_ids: list | None, items: tuple) -> t
     return None, f"token ids equal for {compared} of {len(items)} items"
 
 
-def calibrated_metrics(tolerance: Tolerance, names: list[str], ref: list[np.ndarray], ref32: list[np.ndarray],
-                       got: list[np.ndarray], items: tuple) -> list[Metric]:
+def calibrated_metrics(tolerance: Tolerance, names: list[str], ref: list[np.ndarray],
+                       ref32: list[np.ndarray], got: list[np.ndarray], items: tuple) -> list[Metric]:
     """Half precision: each metric of the runner against HF in float32 (`ref32`), bounded by
     k x the same metric of HF in this dtype (`ref`) against HF in float32 + the floor."""
     assert tolerance.k is not None
@@ -171,14 +172,15 @@ def calibrated_metrics(tolerance: Tolerance, names: list[str], ref: list[np.ndar
     for m in names:
         own = METRICS[m](ref32, ref, items)
         floor = floors.get(m)
-        out.append(Metric(m, METRICS[m](ref32, got, items), None if floor is None else tolerance.k * own + floor,
-                          ref_error=own))
+        bound = None if floor is None else tolerance.k * own + floor
+        out.append(Metric(m, METRICS[m](ref32, got, items), bound, ref_error=own))
     return out
 
 
 def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.ndarray], got: list[np.ndarray],
             items: tuple, ref_ids: list | None = None, got_ids: list | None = None,
-            got_meta: list[dict] | None = None, ref32: list[np.ndarray] | None = None) -> Measurement:
+            got_meta: list[dict] | None = None,
+            ref32: list[np.ndarray] | None = None) -> Measurement:
     """Structural problems first (they make metrics meaningless), then token ids, then what a
     server's answers must satisfy (harness.server_answers, from the runner's per-item `got_meta`),
     then a degenerate reference, then every metric of the task plus any other the tolerance bounds.
@@ -208,7 +210,8 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
     bounds = tolerance.bounds()
     names = list(metric_names) + [m for m in bounds if m not in metric_names]
     if tolerance.k is not None:
-        return Measurement(metrics=calibrated_metrics(tolerance, names, ref, ref32, got, items), notes=notes)
+        calibrated = calibrated_metrics(tolerance, names, ref, ref32, got, items)  # type: ignore[arg-type]
+        return Measurement(metrics=calibrated, notes=notes)
     return Measurement(metrics=[Metric(m, METRICS[m](ref, got, items), bounds.get(m)) for m in names], notes=notes)
 
 

@@ -200,7 +200,8 @@ class Executor:
             try:
                 ans = worker.request(msg, self.timeouts.case, f"case {case.id}")
             except WorkerFailure as e:
-                self._record(RunOutcome(case.id, load.name, "error", f"worker failure: {e}", error=e.summary, info=info))
+                self._record(RunOutcome(case.id, load.name, "error", f"worker failure: {e}",
+                                        error=e.summary, info=info))
                 if i + 1 < len(load.cases):  # a fresh worker and a fresh load for the cases left
                     info, problem = self._load_model(worker, load)
                     if info is None:

@@ -234,8 +234,9 @@ class Case(_Strict):
             raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
         for dtype, tol in self.tolerances.items():
             if tol.k is not None and dtype not in HALF_DTYPES:
-                raise ValueError(f"tolerances.{dtype}.k: calibrated bounds (k x the HF reference's own "
-                                 f"error) apply to {' and '.join(HALF_DTYPES)} only; {dtype} takes plain bounds")
+                raise ValueError(f"tolerances.{dtype}.k: calibrated bounds (k x the HF reference's "
+                                 f"own error) apply to {' and '.join(HALF_DTYPES)} only; {dtype} "
+                                 f"takes plain bounds")
         return self
 
     def tolerance(self, dtype: str) -> Tolerance:

@@ -114,14 +114,16 @@ def build_plan(
             if isinstance(model, ModelProblem):
                 continue
             jobs = [(dtypes[case.id], "")]
-            if runner == REFERENCE_RUNNER and fp32_reference and needs_fp32_reference(case, dtypes[case.id]):
+            if runner == REFERENCE_RUNNER and fp32_reference \
+                    and needs_fp32_reference(case, dtypes[case.id]):
                 jobs.append(("float32", REFERENCE_FP32))
             for job_dtype, label in jobs:
-                k = _load_key(runner, case, model, job_dtype) + label + (case.id if one_load_per_case else "")
+                k = _load_key(runner, case, model, job_dtype) + label \
+                    + (case.id if one_load_per_case else "")
                 load = queues.setdefault(runner, {}).get(k)
                 if load is None:
-                    load = Load(runner, model, job_dtype, dict(case.engine), dict(case.hf), case.trust_remote_code,
-                                label=label)
+                    load = Load(runner, model, job_dtype, dict(case.engine), dict(case.hf),
+                                case.trust_remote_code, label=label)
                     queues[runner][k] = load
                 load.cases.append(case)
     used.sort(key=lambda r: (r != REFERENCE_RUNNER, r))

@@ -145,8 +145,8 @@ def metrics_cell(r: Result) -> str:
     parts = []
     for m in r.metrics:
         op = "≤" if m.ok else ">"
-        parts.append(f"{m.name} {_fmt(m.value)}" + (f" {op} {_fmt(m.bound)}" if m.bound is not None else "")
-                     + _own_error(m))
+        bound = f" {op} {_fmt(m.bound)}" if m.bound is not None else ""
+        parts.append(f"{m.name} {_fmt(m.value)}{bound}{_own_error(m)}")
     return "<br>".join(parts) or "-"
 
 
@@ -154,7 +154,8 @@ def _own_error(m: MetricOut) -> str:
     """' (HF's own 2.1e-03, 1.3x)' for a calibrated half-precision metric, else ''."""
     if m.ref_error is None:
         return ""
-    return f" (HF's own {_fmt(m.ref_error)}" + (f", {m.ratio:.2g}x" if m.ratio is not None else "") + ")"
+    ratio = f", {m.ratio:.2g}x" if m.ratio is not None else ""
+    return f" (HF's own {_fmt(m.ref_error)}{ratio})"
 
 
 def _md_escape(s: str) -> str:

@@ -111,7 +111,8 @@ def metric_rows(r: Result) -> list[list[object]]:
              "ok" if m.ok else Raw('<span class="bad">over its bound</span>')] for m in r.metrics]
 
 
-METRIC_HEAD = ("metric", "value", "bound", "value / bound", "HF's own error (half)", "value / HF's own", "")
+METRIC_HEAD = ("metric", "value", "bound", "value / bound", "HF's own error (half)", "value / HF's own",
+               "")
 
 
 # ---- the margin chart: value / bound per (case, runner) metric, log scale, bound at 1 ----------

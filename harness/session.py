@@ -76,16 +76,17 @@ def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got
     def measure() -> Measurement:
         ref_items, _ = load_items(Path(ref.output))  # type: ignore[union-attr, arg-type]
         got_items, _ = load_items(Path(got.output))  # type: ignore[union-attr, arg-type]
-        ref32_items = load_items(Path(ref32.output))[0] if calibrated else None  # type: ignore[union-attr, arg-type]
+        ref32_items = load_items(Path(ref32.output))[0] if calibrated else None  # type: ignore
         return compare.measure(case.tolerance(dtype), task_kind(case.task).metrics, ref_items, got_items,
-                               input_set(case.inputs).items, _token_ids(ref), _token_ids(got), _request_meta(got),
-                               ref32=ref32_items)
+                               input_set(case.inputs).items, _token_ids(ref), _token_ids(got),
+                               _request_meta(got), ref32=ref32_items)
 
     return outcome_verdict(case, runner, ref, got, measure, ref32=ref32, calibrated=calibrated)
 
 
 def metric_out(m: Metric) -> MetricOut:
-    return MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok, ref_error=m.ref_error, ratio=m.ratio)
+    return MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok, ref_error=m.ref_error,
+                     ratio=m.ratio)
 
 
 def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], RunOutcome], started: str,
@@ -111,7 +112,8 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
             if runner == REFERENCE_RUNNER:
                 continue
             got = outcomes.get((case.id, runner))
-            v = verdict_for(case, runner, dtype, ref, got, outcomes.get((case.variant_of or case.id, REFERENCE_FP32)))
+            ref32 = outcomes.get((case.variant_of or case.id, REFERENCE_FP32))
+            v = verdict_for(case, runner, dtype, ref, got, ref32)
             actual = got.info.get("actual_runner") if got else None
             if runner == "vllm-auto" and got is not None and got.status == "ok":
                 audit.append(AuditRow(family=case.family, case_id=case.id, expected=case.expected_auto_runner,
@@ -149,7 +151,8 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
                 "versions": g.manifest.get("versions", {}), "device": g.manifest.get("device")}
         out[(case.id, REFERENCE_RUNNER)] = RunOutcome(case.id, REFERENCE_RUNNER, "ok", output=str(g.arrays_path), info=info)
         if needs_fp32_reference(case, plan.dtypes[case.id]):
-            out[(case.id, REFERENCE_FP32)] = golden_fp32_reference(golden_dir, case, model.fingerprint)
+            out[(case.id, REFERENCE_FP32)] = golden_fp32_reference(golden_dir, case,
+                                                                   model.fingerprint)
     return out
 
 
@@ -162,14 +165,16 @@ def golden_fp32_reference(golden_dir: Path, case: Case, fingerprint: str) -> Run
     path = golden.case_dir(golden_dir, case.id) / FP32_SIDECAR
     if not path.is_file():
         return RunOutcome(case.id, REFERENCE_FP32, "error",
-                          f"golden has no float32 reference beside it ({path}); record the golden in this dtype "
-                          f"again (`parity golden record --dtype ...`) so its calibrated bounds can be measured")
+                          f"golden has no float32 reference beside it ({path}); record the golden "
+                          f"in this dtype again (`parity golden record`, PARITY_DTYPE=...) so its "
+                          f"calibrated bounds can be measured")
     _, meta = load_items(path)
     want = {"model_fingerprint": fingerprint, "inputs_sha256": input_set(case.inputs).sha256}
     stale = [k for k, v in want.items() if meta.get(k) != v]
     if stale:
-        return RunOutcome(case.id, REFERENCE_FP32, "error", f"golden float32 reference {path} was made from other "
-                                                            f"{' and '.join(stale)}: record it again")
+        return RunOutcome(case.id, REFERENCE_FP32, "error",
+                          f"golden float32 reference {path} was made from other "
+                          f"{' and '.join(stale)}: record it again")
     return RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(path), info={"golden": str(path)})
 
 
@@ -217,13 +222,15 @@ def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: P
     if mode not in ("record", "verify", "update"):
         raise ValueError(f"mode must be record, verify or update, got {mode!r}")
     started, t0 = _now(), time.perf_counter()
-    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER], fp32_reference=True)
+    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER],
+                      fp32_reference=True)
     outcomes, partial = execute(Executor(plan, run_dir, timeouts=timeouts, progress=progress))
     results = []
     for case in plan.cases:
         ref = outcomes.get((case.id, REFERENCE_RUNNER))
         model = plan.models[case.id]
-        v, metrics = _golden_verdict(case, plan, ref, model, golden_dir, mode, outcomes.get((case.id, REFERENCE_FP32)))
+        ref32 = outcomes.get((case.id, REFERENCE_FP32))
+        v, metrics = _golden_verdict(case, plan, ref, model, golden_dir, mode, ref32)
         results.append(Result(
             case_id=case.id, family=case.family, task=case.task, runner=REFERENCE_RUNNER,
             runner_label=f"hf vs golden ({mode})", status=v.status, reason=v.reason, metrics=metrics,
@@ -234,8 +241,8 @@ def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: P
     return new_report(matrix, platform.device, started, time.perf_counter() - t0, partial, results=results)
 
 
-def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golden_dir: Path, mode: str,
-                    ref32: RunOutcome | None = None):
+def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golden_dir: Path,
+                    mode: str, ref32: RunOutcome | None = None):
     if ref is None or ref.status != "ok":
         return Verdict(ref.status if ref else "error", ref.reason if ref else "reference not run"), []
     items, _ = load_items(Path(ref.output))  # type: ignore[arg-type]
@@ -244,22 +251,23 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
     key = golden.reference_key(case, model.path, dtype, plan.platform.device)
     calibrated = needs_fp32_reference(case, dtype)
     if calibrated and (ref32 is None or ref32.status != "ok"):
-        return Verdict("error", f"float32 reference (recorded beside a half-precision golden) "
-                                f"{'was not run' if ref32 is None else ref32.status + ': ' + ref32.reason}"), []
+        why = "was not run" if ref32 is None else f"{ref32.status}: {ref32.reason}"
+        return Verdict("error", f"float32 reference (recorded beside a half-precision golden) {why}"), []
 
     def record() -> Path:
         d = golden.write(golden_dir, case.id, items, task=case.task, fingerprint=model.fingerprint,
-                         inputs={"name": inputs.name, "version": inputs.version, "sha256": inputs.sha256,
-                                 "count": len(inputs.items)},
-                         dtype=dtype, device=plan.platform.device, versions=ref.info.get("versions", {}),
-                         model=model.description, key=key)
-        if calibrated:  # the yardstick, and HF's own error in this dtype per metric, beside the outputs
+                         inputs={"name": inputs.name, "version": inputs.version,
+                                 "sha256": inputs.sha256, "count": len(inputs.items)},
+                         dtype=dtype, device=plan.platform.device,
+                         versions=ref.info.get("versions", {}), model=model.description, key=key)
+        if calibrated:  # the yardstick, and HF's own error per metric, beside the outputs
             ref32_items = load_items(Path(ref32.output))[0]  # type: ignore[union-attr, arg-type]
             names = task_kind(case.task).metrics
             own = {m: compare.METRICS[m](ref32_items, items, inputs.items) for m in names}
             save_items(golden.case_dir(golden_dir, case.id) / FP32_SIDECAR, ref32_items,
-                       {"dtype": "float32", "beside_dtype": dtype, "model_fingerprint": model.fingerprint,
-                        "inputs_sha256": inputs.sha256, "reference_own_error": own})
+                       {"dtype": "float32", "beside_dtype": dtype,
+                        "model_fingerprint": model.fingerprint, "inputs_sha256": inputs.sha256,
+                        "reference_own_error": own})
         return d
 
     if mode == "update":
@@ -273,7 +281,8 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
         return Verdict("error" if e.kind != "missing" else "fail", f"golden {e.kind}: {e}"), []
     # HF against its own golden in the same dtype: calibrated half bounds hold as their floors
     tolerance = case.tolerance(dtype).model_copy(update={"k": None})
-    v = compare.compare(case, REFERENCE_RUNNER, tolerance, task_kind(case.task).metrics, g.items, items, inputs.items)
+    v = compare.compare(case, REFERENCE_RUNNER, tolerance, task_kind(case.task).metrics, g.items, items,
+                        inputs.items)
     metrics = [metric_out(m) for m in v.metrics]
     if v.status != "pass":
         obtained = golden.write_obtained(golden_dir, case.id, items)

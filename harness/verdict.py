@@ -183,8 +183,8 @@ def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], M
         return Verdict("skip" if ref.status == "skip" else "error", f"reference (hf) {ref.status}: {ref.reason}")
     if calibrated and (ref32 is None or ref32.status != "ok"):
         why = "was not run" if ref32 is None else f"{ref32.status}: {ref32.reason}"
-        return Verdict("error", f"float32 reference (hf in float32, the yardstick of this case's calibrated "
-                                f"half-precision bounds) {why}")
+        return Verdict("error", f"float32 reference (hf in float32, the yardstick of this case's "
+                                f"calibrated half-precision bounds) {why}")
     try:
         m = measure()
     except Exception as e:  # noqa: BLE001 - a broken output file is this case's error only

@@ -51,10 +51,12 @@ def summarise(report: dict) -> str:
         for (f, name), s in sorted(stats.items()):
             if f != fam:
                 continue
-            counts = ", ".join(f"{n} {k}" for k, n in sorted(verdicts[fam].items())) if first else ""
+            tally = sorted(verdicts[fam].items())
+            counts = ", ".join(f"{n} {k}" for k, n in tally) if first else ""
             own = f"{_fmt(min(s['own']))}-{_fmt(max(s['own']))}" if s["own"] else "-"
-            lines.append(f"| {fam if first else ''} | {counts} | {name} | {own} | {_fmt(max(s['value'], default=None))} "
-                         f"| {_fmt(max(s['ratio'], default=None))} | {_fmt(max(s['margin'], default=None))} |")
+            worst = [_fmt(max(s[k], default=None)) for k in ("value", "ratio", "margin")]
+            head = f"| {fam if first else ''} | {counts} | {name} | {own} | "
+            lines.append(head + " | ".join(worst) + " |")
             first = False
     total = Counter(r["status"] for r in report["results"])
     lines += ["", "total: " + ", ".join(f"{n} {k}" for k, n in sorted(total.items()))]
@@ -79,10 +81,12 @@ def rejudge(matrix_path: str, report: dict) -> dict:
             continue
         folder = Path(r["output"]).parent.parent / (case.variant_of or case.id)
         ref, ref32 = folder / "hf.safetensors", folder / f"{REFERENCE_FP32}.safetensors"
+        got = RunOutcome(case.id, r["runner"], "ok", output=r["output"], info=r.get("info") or {})
         v = verdict_for(case, r["runner"], r["dtype"],
                         RunOutcome(case.id, "hf", "ok", output=str(ref)) if ref.is_file() else None,
-                        RunOutcome(case.id, r["runner"], "ok", output=r["output"], info=r.get("info") or {}),
-                        RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(ref32)) if ref32.is_file() else None)
+                        got,
+                        RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(ref32))
+                        if ref32.is_file() else None)
         out.append({**r, "status": v.status, "reason": v.reason,
                     "metrics": [metric_out(m).model_dump() for m in v.metrics]})
     return {**report, "results": out}

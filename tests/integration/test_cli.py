@@ -60,8 +60,8 @@ BF16_FAULTS = {"embed-cls-pooling-fault": "cosine_distance", "embed-no-normalize
 @pytest.fixture(scope="module")
 def bf16_fault_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("faults-bf16")
-    proc = parity("run", "--matrix", str(DATA / "faults.yaml"), "--dtype", "bfloat16", "--out", str(out),
-                  "-k", *BF16_FAULTS)
+    proc = parity("run", "--matrix", str(DATA / "faults.yaml"), "--dtype", "bfloat16",
+                  "--out", str(out), "-k", *BF16_FAULTS)
     return proc, out, json.loads((out / "report.json").read_text())
 
 

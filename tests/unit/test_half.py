@@ -60,13 +60,14 @@ def _case(family_case: str) -> Case:
 
 
 def _verdict(tmp_path, case: Case, ref32, ref, got, dtype="bfloat16"):
-    """The verdict a run gives, from three output files: HF in `dtype`, HF in float32, the runner."""
+    """The verdict a run gives from three output files: HF in `dtype`, HF in float32, the runner."""
     paths = {}
     for name, items in (("hf", ref), (REFERENCE_FP32, ref32), ("got", got)):
         paths[name] = tmp_path / f"{name}.safetensors"
         save_items(paths[name], [np.asarray(a, np.float32) for a in items])
     ok = {"actual_runner": "v1"}
-    return verdict_for(case, "vllm-v1", dtype, RunOutcome(case.id, "hf", "ok", output=str(paths["hf"])),
+    return verdict_for(case, "vllm-v1", dtype,
+                       RunOutcome(case.id, "hf", "ok", output=str(paths["hf"])),
                        RunOutcome(case.id, "vllm-v1", "ok", output=str(paths["got"]), info=ok),
                        RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(paths[REFERENCE_FP32])))
 
@@ -122,7 +123,9 @@ def test_wrong_pooling_cls_instead_of_mean_fails_in_bf16(tmp_path, embed_case):
     ref32, ref, got = [], [], []
     while len(ref32) < n:
         tok = _tokens()
-        ref32 += _embed(tok[None]); ref += _embed(tok["hf"]); got += _embed(tok["runner"], pool="cls")
+        ref32 += _embed(tok[None])
+        ref += _embed(tok["hf"])
+        got += _embed(tok["runner"], pool="cls")
     v = _verdict(tmp_path, embed_case, ref32[:n], ref[:n], got[:n])
     assert v.status == "fail" and "cosine_distance" in v.reason, v.reason
 
@@ -137,7 +140,8 @@ def _softmax(x):
 
 @pytest.mark.parametrize("activation", ["sigmoid", "none"])
 def test_wrong_activation_fails_in_bf16(tmp_path, activation):
-    case = next(c for c in load_matrix(POOLING).cases if c.family == "encoder-classify" and c.divergence is None)
+    case = next(c for c in load_matrix(POOLING).cases
+                if c.family == "encoder-classify" and c.divergence is None)
     n = _n_short_texts(case)
     logits32 = [RNG.normal(scale=2.0, size=3).astype(np.float32) for _ in range(n)]
     ref32 = [_softmax(x) for x in logits32]
@@ -154,7 +158,8 @@ def test_wrong_activation_fails_in_bf16(tmp_path, activation):
 
 
 def test_a_one_token_shift_fails_in_bf16(tmp_path):
-    case = next(c for c in load_matrix(POOLING).cases if c.family == "colbert-token-embed" and c.divergence is None)
+    case = next(c for c in load_matrix(POOLING).cases
+                if c.family == "colbert-token-embed" and c.divergence is None)
     n = _n_short_texts(case)
     out = {m: [] for m in (None, "hf", "runner")}
     while len(out[None]) < n:
@@ -175,14 +180,18 @@ def test_calibrated_bound_is_k_times_the_references_own_error_plus_the_floor():
     ref32 = [np.array([1.0, 2.0, 4.0])]
     ref = [np.array([1.0, 2.0, 4.01])]  # HF's own max_abs error: 0.01
     tol = Tolerance(k=3.0, max_abs=1e-3)
-    m = measure(tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.02])], ("a",), ref32=ref32).metrics[0]
+    m = measure(tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.02])], ("a",),
+                ref32=ref32).metrics[0]
     assert m.ref_error == pytest.approx(0.01) and m.bound == pytest.approx(3 * 0.01 + 1e-3)
     assert m.value == pytest.approx(0.02) and m.ratio == pytest.approx(2.0) and m.ok
-    bad = measure(tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.04])], ("a",), ref32=ref32).metrics[0]
+    bad = measure(tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.04])], ("a",),
+                  ref32=ref32).metrics[0]
     assert bad.value == pytest.approx(0.04) and not bad.ok
     # where HF in half equals HF in float32, the floor alone is the bound
-    exact = measure(tol, ("max_abs",), ref32, [np.array([1.0, 2.0, 4.0005])], ("a",), ref32=ref32).metrics[0]
-    assert exact.ref_error == 0.0 and exact.bound == pytest.approx(1e-3) and exact.ratio is None and exact.ok
+    exact = measure(tol, ("max_abs",), ref32, [np.array([1.0, 2.0, 4.0005])], ("a",),
+                    ref32=ref32).metrics[0]
+    assert exact.ref_error == 0.0 and exact.bound == pytest.approx(1e-3)
+    assert exact.ratio is None and exact.ok
 
 
 def test_calibrated_bounds_without_the_float32_reference_are_an_error(tmp_path, embed_case):
@@ -207,10 +216,11 @@ def test_norm_rel_sees_length_not_direction():
 
 
 def test_k_is_for_half_precision_only_and_only_half_runs_get_the_float32_reference():
-    base = dict(id="c", family="f", task="embed", model={"source": "local", "path": "x"}, inputs="short-texts",
-                runners=["hf", "vllm-v1"])
+    base = dict(id="c", family="f", task="embed", model={"source": "local", "path": "x"},
+                inputs="short-texts", runners=["hf", "vllm-v1"])
+    bad = {"float32": {"k": 2, "cosine_distance": 1e-6, "max_abs": 1e-5}}
     with pytest.raises(ValueError, match="k: calibrated bounds"):
-        Case.model_validate({**base, "tolerances": {"float32": {"k": 2, "cosine_distance": 1e-6, "max_abs": 1e-5}}})
+        Case.model_validate({**base, "tolerances": bad})
     case = Case.model_validate({**base, "tolerances": {
         "float32": {"cosine_distance": 1e-6, "max_abs": 1e-5},
         "bfloat16": {"k": 2, "cosine_distance": 1e-4, "max_abs": 1e-3},
@@ -229,7 +239,7 @@ def test_every_half_precision_bound_of_the_default_matrix_is_calibrated():
             tol = case.tolerances.get(dtype)
             assert tol is not None and tol.k is not None, f"{case.id} {dtype}"
             if case.task in ("embed", "token_embed"):
-                assert tol.norm_rel is not None, f"{case.id} {dtype}: normalised outputs need norm_rel"
+                assert tol.norm_rel is not None, f"{case.id} {dtype}: vectors need norm_rel"
 
 
 def test_a_half_precision_golden_reads_its_float32_reference_from_beside_it(tmp_path, embed_case):
@@ -248,17 +258,19 @@ def test_a_half_precision_golden_reads_its_float32_reference_from_beside_it(tmp_
     assert stale.status == "error" and "model_fingerprint" in stale.reason
 
 
-def test_a_half_run_adds_one_float32_reference_load_to_the_hf_queue_and_a_float32_run_none(monkeypatch):
+def test_a_half_run_adds_a_float32_reference_load_to_the_hf_queue_a_float32_run_none(monkeypatch):
     from harness import plan as plan_mod
     from harness.models import ResolvedModel
     from harness.plan import build_plan
     from harness.platform import Platform
 
-    monkeypatch.setattr(plan_mod, "resolve", lambda src, base: ResolvedModel(Path(src.path), "fp", src.path))
+    monkeypatch.setattr(plan_mod, "resolve",
+                        lambda src, base: ResolvedModel(Path(src.path), "fp", src.path))
     tol = {"float32": {"cosine_distance": 1e-6, "max_abs": 1e-5},
            "bfloat16": {"k": 2, "cosine_distance": 1e-4, "max_abs": 1e-3}}
-    cases = [Case.model_validate(dict(id=i, family="f", task="embed", model={"source": "local", "path": "m"},
-                                      inputs="short-texts", runners=["hf", "vllm-v1"], tolerances=tol))
+    cases = [Case.model_validate(dict(id=i, family="f", task="embed",
+                                      model={"source": "local", "path": "m"}, inputs="short-texts",
+                                      runners=["hf", "vllm-v1"], tolerances=tol))
              for i in ("a", "b")]
     half = build_plan(cases, Platform("cpu"), Path("."), dtype="bfloat16", fp32_reference=True)
     loads = {(load.name, load.dtype): [c.id for c in load.cases] for load in half.queues["hf"]}

@@ -187,8 +187,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = Path(args.out or f"runs/{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
     from harness.checks import expand_checks
 
+    from harness.plan import needs_fp32_reference
+
     total = sum(len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"])
                 for c in expand_checks(cases))
+    # half precision: HF also runs in float32 for each case with calibrated bounds
+    total += sum(1 for c in cases if "hf" in c.runners
+                 and needs_fp32_reference(c, args.dtype or c.dtype or platform.default_dtype))
     with progress_bar("parity", total) as progress:
         report = run_cases(matrix, cases, run_dir, platform, runners=args.runners, dtype=args.dtype,
                            jobs=args.jobs, timeouts=Timeouts(case=args.case_timeout, load=args.load_timeout),

@@ -42,6 +42,21 @@ def max_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
     )
 
 
+def norm_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
+    """max over vectors (every token's, for token outputs) of | |got| / |ref| - 1 |: a lost or
+    extra L2 normalisation (same direction, other length) that cosine cannot see. For normalised
+    outputs this is | |got| - 1 |."""
+    worst = 0.0
+    for r, g in zip(ref, got):
+        r2 = _f64(r).reshape(-1, r.shape[-1]) if r.ndim else _f64(r).reshape(1, 1)
+        rn = np.linalg.norm(r2, axis=-1)
+        gn = np.linalg.norm(_f64(g).reshape(r2.shape), axis=-1)
+        safe = np.where(rn > 0, rn, 1.0)
+        rel = np.where(rn > 0, np.abs(gn - rn) / safe, np.where(gn > 0, np.inf, 0.0))
+        worst = max(worst, float(rel.max(initial=0.0)))
+    return worst
+
+
 def rank_disagreement(ref: list[np.ndarray], got: list[np.ndarray], items: tuple,
                       tolerance: Tolerance | None = None) -> float:
     """Fraction of query groups whose documents the runner ranks otherwise than the reference.
@@ -65,6 +80,7 @@ METRICS = {
     "cosine_distance": lambda ref, got, items, tol: cosine_distance(ref, got),
     "max_abs": lambda ref, got, items, tol: max_abs(ref, got),
     "max_rel": lambda ref, got, items, tol: max_rel(ref, got),
+    "norm_rel": lambda ref, got, items, tol: norm_rel(ref, got),
     "rank_disagreement": rank_disagreement,
 }
 
@@ -174,17 +190,42 @@ def token_problem(ref_ids: list | None, got_ids: list | None, items: tuple) -> t
     return None, f"token ids equal for {compared} of {len(items)} items"
 
 
+def calibrated_metrics(tolerance: Tolerance, names: list[str], ref: list[np.ndarray],
+                       ref32: list[np.ndarray], got: list[np.ndarray], items: tuple) -> list[Metric]:
+    """Half precision: each metric of the runner against HF in float32 (`ref32`), bounded by
+    k x the same metric of HF in this dtype (`ref`) against HF in float32 + the floor."""
+    assert tolerance.k is not None
+    floors = tolerance.bounds()
+    out = []
+    for m in names:
+        own = METRICS[m](ref32, ref, items, tolerance)
+        floor = floors.get(m)
+        bound = None if floor is None else tolerance.k * own + floor
+        out.append(Metric(m, METRICS[m](ref32, got, items, tolerance), bound, ref_error=own))
+    return out
+
+
 def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.ndarray], got: list[np.ndarray],
             items: tuple, ref_ids: list | None = None, got_ids: list | None = None,
-            got_meta: list[dict] | None = None) -> Measurement:
+            got_meta: list[dict] | None = None,
+            ref32: list[np.ndarray] | None = None) -> Measurement:
     """An unusable reference first (an error), structural problems next (they make metrics
-    meaningless), then token ids, then what a
-    server's answers must satisfy (harness.server_answers, from the runner's per-item `got_meta`),
-    then a degenerate reference, then every metric of the task plus any other the tolerance bounds."""
+    meaningless), then token ids, then what a server's answers must satisfy
+    (harness.server_answers, from the runner's per-item `got_meta`), then a degenerate reference,
+    then every metric of the task plus any other the tolerance bounds. A tolerance with `k` (half
+    precision) is calibrated against `ref32`, HF in float32."""
+    if tolerance.k is not None and ref32 is None:
+        raise ValueError("calibrated half-precision bounds (k) need the float32 reference's outputs")
     unusable = reference_problem(ref, len(items))
+    if unusable is None and tolerance.k is not None:
+        unusable = reference_problem(ref32, len(items))  # type: ignore[arg-type]
+        unusable = unusable and f"the float32 reference: {unusable}"
     if unusable is not None:
         return Measurement(reference_problem=unusable)
     problem = structural_problem(ref, got, len(items))
+    if problem is None and tolerance.k is not None:
+        problem = structural_problem(ref32, got, len(items))
+        problem = problem and f"against the float32 reference: {problem}"
     if problem is not None:
         return Measurement(problem=problem)
     if ref_ids is None and (any(x is not None for x in got_ids or []) or usage_units(got_meta)):
@@ -216,10 +257,14 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
         if m in bounds:
             notes[m] = (f"{m} <= {bounds[m]:g} is gated by `parity mteb` (MTEB scores), "
                         f"not by this comparison")
+    if tolerance.k is not None:
+        calibrated = calibrated_metrics(tolerance, names, ref, ref32, got, items)  # type: ignore[arg-type]
+        return Measurement(metrics=calibrated, notes=notes)
     values = {m: METRICS[m](ref, got, items, tolerance) for m in names}
     return Measurement(metrics=[Metric(m, values[m], bounds.get(m)) for m in names], notes=notes)
 
 
 def compare(case: Case, runner: str, tolerance: Tolerance, metric_names: tuple[str, ...],
-            ref: list[np.ndarray], got: list[np.ndarray], items: tuple) -> Verdict:
-    return judge(case, runner, measure(tolerance, metric_names, ref, got, items))
+            ref: list[np.ndarray], got: list[np.ndarray], items: tuple,
+            ref32: list[np.ndarray] | None = None) -> Verdict:
+    return judge(case, runner, measure(tolerance, metric_names, ref, got, items, ref32=ref32))

@@ -14,7 +14,7 @@ from typing import Callable
 from harness.engine_memory import resource_hint
 from harness.inputs import input_set
 from harness.matrix import Case
-from harness.plan import Load, ModelProblem, Plan
+from harness.plan import REFERENCE_FP32, Load, ModelProblem, Plan
 from harness.runners import LoadRequest
 from harness.runners.pool import Worker, WorkerFailure
 
@@ -161,7 +161,7 @@ class Executor:
             model_dir=str(load.model.path), dtype=load.dtype, device=self.plan.platform.device,
             engine=load.engine, hf=load.hf, trust_remote_code=load.trust_remote_code,
         )
-        self.progress(f"loading {load.model.description} in {load.runner}", None)
+        self.progress(f"loading {load.model.description} in {load.name}", None)
         started = 0.0
         if worker.alive and worker.rss_mb is not None and worker.rss_mb > self.rss_limit_mb:
             self.progress(f"recycling the {load.runner} worker: {worker.rss_mb:.0f} MiB resident after its last "
@@ -194,13 +194,14 @@ class Executor:
             if self.stop.is_set():
                 return
             if info is None:
-                self._record(RunOutcome(case.id, load.runner, "error", problem[0], error=problem[1]))
+                self._record(RunOutcome(case.id, load.name, "error", problem[0], error=problem[1]))
                 continue
-            msg, out = self.make_request(case, load.runner, self.run_dir)
+            msg, out = self.make_request(case, load.name, self.run_dir)
             try:
                 ans = worker.request(msg, self.timeouts.case, f"case {case.id}")
             except WorkerFailure as e:
-                self._record(RunOutcome(case.id, load.runner, "error", f"worker failure: {e}", error=e.summary, info=info))
+                self._record(RunOutcome(case.id, load.name, "error", f"worker failure: {e}",
+                                        error=e.summary, info=info))
                 if i + 1 < len(load.cases):  # a fresh worker and a fresh load for the cases left
                     info, problem = self._load_model(worker, load)
                     if info is None:
@@ -208,11 +209,11 @@ class Executor:
                 continue
             if ans.get("ok"):
                 run_info = {**info, "requests": ans["requests"]} if ans.get("requests") else info
-                self._record(RunOutcome(case.id, load.runner, "ok", output=str(out), info=run_info,
+                self._record(RunOutcome(case.id, load.name, "ok", output=str(out), info=run_info,
                                         load_seconds=info.get("load_seconds"), run_seconds=ans.get("seconds")))
             else:
                 self._save_traceback(load.runner, ans)
-                self._record(RunOutcome(case.id, load.runner, "error", f"runner raised {ans.get('error')}",
+                self._record(RunOutcome(case.id, load.name, "error", f"runner raised {ans.get('error')}",
                                         error=str(ans.get("error")), info=info, load_seconds=info.get("load_seconds")))
         if info is not None:
             try:
@@ -224,7 +225,8 @@ class Executor:
     def _run_request(case: Case, runner: str, run_dir: Path) -> tuple[dict, Path]:
         """The `run` request of a case: its inputs through the runner, outputs to the run folder."""
         out = output_path(run_dir, case.id, runner)
-        options = {"reference": case.reference, **case.hf} if runner == "hf" else dict(case.run_options)
+        options = {"reference": case.reference, **case.hf} if runner in ("hf", REFERENCE_FP32) \
+            else dict(case.run_options)
         if runner.startswith("vllm-serve"):
             options.update(case.serve.model_dump())
         if case.truncate:

@@ -89,14 +89,24 @@ ModelSource = Annotated[
 ]
 
 
+HALF_DTYPES = ("bfloat16", "float16")
+
+
 class Tolerance(_Strict):
-    """Upper bounds for metrics; a metric absent here is reported but not gated."""
+    """Upper bounds for metrics; a metric absent here is reported but not gated.
+
+    With `k` (half precision only) the bounds are calibrated: the runner is measured against the
+    HF reference run in float32, and each metric's bound is k x the HF reference's own error in
+    this dtype (its distance to the float32 reference, same metric) + the value given here, the
+    floor. README "Half precision" gives the measurements k and the floors come from."""
 
     cosine_distance: float | None = None  # max over items of 1 - cos(a, b)
     max_abs: float | None = None
     max_rel: float | None = None
     rank_disagreement: float | None = None  # fraction of query groups whose ranking differs
+    norm_rel: float | None = None  # max over vectors of | |runner| / |reference| - 1 |
     main_score: float | None = None  # MTEB: |main score - reference main score|
+    k: float | None = Field(default=None, gt=0)  # calibrated bounds: k x HF's own error + floor
 
     @field_validator("*")
     @classmethod
@@ -108,7 +118,8 @@ class Tolerance(_Strict):
         return v
 
     def bounds(self) -> dict[str, float]:
-        return {k: v for k, v in self.model_dump().items() if v is not None}
+        """The metric bounds (floors, when `k` calibrates them), by metric name."""
+        return {k: v for k, v in self.model_dump().items() if v is not None and k != "k"}
 
 
 # The largest value each bounded metric can take: a bound at or above it can never fail.
@@ -314,6 +325,11 @@ class Case(_Strict):
             raise ValueError("serve.top_n applies to serve.api 'rerank' only")
         if self.dimensions is not None and self.task != "embed":
             raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
+        for dtype, tol in self.tolerances.items():
+            if tol.k is not None and dtype not in HALF_DTYPES:
+                raise ValueError(f"tolerances.{dtype}.k: calibrated bounds (k x the HF reference's "
+                                 f"own error) apply to {' and '.join(HALF_DTYPES)} only; {dtype} "
+                                 f"takes plain bounds")
         return self
 
     def tolerance(self, dtype: str) -> Tolerance:

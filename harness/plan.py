@@ -9,9 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.matrix import REFERENCE_RUNNER, Case
+from harness.matrix import HALF_DTYPES, REFERENCE_RUNNER, Case
 from harness.models import ModelUnavailable, ResolvedModel, resolve
 from harness.platform import Platform
+
+
+# the HF reference run again in float32 beside a half-precision run: the yardstick its
+# calibrated bounds are measured from (runs in the `hf` worker; outcomes are keyed by this name)
+REFERENCE_FP32 = "hf-fp32"
 
 
 @dataclass(frozen=True)
@@ -29,10 +34,15 @@ class Load:
     hf: dict
     trust_remote_code: bool
     cases: list[Case] = field(default_factory=list)
+    label: str = ""  # what its outcomes are recorded as, when not `runner` (REFERENCE_FP32)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.runner
 
     @property
     def key(self) -> str:
-        return f"{self.runner}:{self.model.fingerprint[:12]}:{self.dtype}"
+        return f"{self.name}:{self.model.fingerprint[:12]}:{self.dtype}"
 
 
 @dataclass
@@ -80,9 +90,12 @@ def build_plan(
     dtype: str | None = None,
     with_reference: bool = True,
     one_load_per_case: bool = False,
+    fp32_reference: bool = False,
 ) -> Plan:
     """Resolve every case's model (building synthetic ones) and group work per runner.
-    `one_load_per_case` is the naive layout (a fresh load for every case), for benchmarks."""
+    `one_load_per_case` is the naive layout (a fresh load for every case), for benchmarks.
+    `fp32_reference`: a case run in half precision whose bounds are calibrated (`k`) also runs
+    the reference in float32 (REFERENCE_FP32, in the `hf` queue); float32 runs are unchanged."""
     models = prepare_models(cases, base_dir)
     wanted = set(runners) if runners else None
     used: list[str] = []
@@ -100,14 +113,27 @@ def build_plan(
             model = models[case.id]
             if isinstance(model, ModelProblem):
                 continue
-            k = _load_key(runner, case, model, dtypes[case.id]) + (case.id if one_load_per_case else "")
-            load = queues.setdefault(runner, {}).get(k)
-            if load is None:
-                load = Load(runner, model, dtypes[case.id], dict(case.engine), dict(case.hf), case.trust_remote_code)
-                queues[runner][k] = load
-            load.cases.append(case)
+            jobs = [(dtypes[case.id], "")]
+            if runner == REFERENCE_RUNNER and fp32_reference \
+                    and needs_fp32_reference(case, dtypes[case.id]):
+                jobs.append(("float32", REFERENCE_FP32))
+            for job_dtype, label in jobs:
+                k = _load_key(runner, case, model, job_dtype) + label \
+                    + (case.id if one_load_per_case else "")
+                load = queues.setdefault(runner, {}).get(k)
+                if load is None:
+                    load = Load(runner, model, job_dtype, dict(case.engine), dict(case.hf),
+                                case.trust_remote_code, label=label)
+                    queues[runner][k] = load
+                load.cases.append(case)
     used.sort(key=lambda r: (r != REFERENCE_RUNNER, r))
     return Plan(
         platform=platform, cases=list(cases), runners=used, models=models, dtypes=dtypes,
         queues={r: list(q.values()) for r, q in queues.items()},
     )
+
+
+def needs_fp32_reference(case: Case, dtype: str) -> bool:
+    """A half-precision run of a case whose bounds in that dtype are calibrated (`k`)."""
+    tol = case.tolerances.get(dtype)  # type: ignore[call-overload]
+    return dtype in HALF_DTYPES and tol is not None and tol.k is not None

@@ -21,6 +21,10 @@ class MetricOut(BaseModel):
     value: float | None
     bound: float | None
     ok: bool
+    # half precision, calibrated bounds: `value` is the runner against HF in float32; `ref_error`
+    # is HF's own error in this dtype (HF in the dtype against HF in float32); ratio = value / it
+    ref_error: float | None = None
+    ratio: float | None = None
 
 
 class Result(BaseModel):
@@ -153,8 +157,17 @@ def metrics_cell(r: Result) -> str:
     parts = []
     for m in r.metrics:
         op = "≤" if m.ok else ">"
-        parts.append(f"{m.name} {_fmt(m.value)}" + (f" {op} {_fmt(m.bound)}" if m.bound is not None else ""))
+        bound = f" {op} {_fmt(m.bound)}" if m.bound is not None else ""
+        parts.append(f"{m.name} {_fmt(m.value)}{bound}{_own_error(m)}")
     return "<br>".join(parts) or "-"
+
+
+def _own_error(m: MetricOut) -> str:
+    """' (HF's own 2.1e-03, 1.3x)' for a calibrated half-precision metric, else ''."""
+    if m.ref_error is None:
+        return ""
+    ratio = f", {m.ratio:.2g}x" if m.ratio is not None else ""
+    return f" (HF's own {_fmt(m.ref_error)}{ratio})"
 
 
 def _md_escape(s: str) -> str:

@@ -104,11 +104,15 @@ def split_log_tail(reason: str) -> tuple[str, str]:
 
 
 def metric_rows(r: Result) -> list[list[object]]:
+    """One row per metric; in half precision with calibrated bounds, also HF's own error in that
+    dtype (against HF in float32) and the runner's error over it."""
     return [[m.name, num(m.value), num(m.bound), num(m.value / m.bound if m.bound and m.value is not None else None, ".2g"),
+             num(m.ref_error), num(m.ratio, ".2g"),
              "ok" if m.ok else Raw('<span class="bad">over its bound</span>')] for m in r.metrics]
 
 
-METRIC_HEAD = ("metric", "value", "bound", "value / bound", "")
+METRIC_HEAD = ("metric", "value", "bound", "value / bound", "HF's own error (half)", "value / HF's own",
+               "")
 
 
 # ---- the margin chart: value / bound per (case, runner) metric, log scale, bound at 1 ----------

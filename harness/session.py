@@ -11,12 +11,12 @@ from pathlib import Path
 from harness import __version__, golden
 from harness.checks import expand_checks
 from harness import compare
-from harness.verdict import Measurement, Verdict, judge, outcome_verdict
+from harness.verdict import Measurement, Metric, Verdict, judge, outcome_verdict
 from harness.execute import Executor, Progress, RunOutcome, Timeouts
 from harness.inputs import input_set
 from harness.matrix import REFERENCE_RUNNER, Case, Matrix
-from harness.outputs import load_items
-from harness.plan import ModelProblem, Plan, build_plan
+from harness.outputs import load_items, save_items
+from harness.plan import REFERENCE_FP32, ModelProblem, Plan, build_plan, needs_fp32_reference
 from harness.platform import Platform
 from harness.report import AuditRow, MetricOut, ReferenceResult, Report, Result
 from harness.tasks import task_kind
@@ -71,15 +71,26 @@ def _token_ids(outcome: RunOutcome | None) -> list | None:
     return None if meta is None else [m.get("prompt_token_ids") for m in meta]
 
 
-def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got: RunOutcome | None) -> Verdict:
-    """The verdict (harness.verdict decides) of a case on one runner, comparing the outputs on disk."""
+def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got: RunOutcome | None,
+                ref32: RunOutcome | None = None) -> Verdict:
+    """The verdict (harness.verdict decides) of a case on one runner, comparing the outputs on disk.
+    In half precision with calibrated bounds, `ref32` is the reference run in float32."""
+    calibrated = needs_fp32_reference(case, dtype)
+
     def measure() -> Measurement:
         ref_items, _ = load_items(Path(ref.output))  # type: ignore[union-attr, arg-type]
         got_items, _ = load_items(Path(got.output))  # type: ignore[union-attr, arg-type]
+        ref32_items = load_items(Path(ref32.output))[0] if calibrated else None  # type: ignore
         return compare.measure(case.tolerance(dtype), task_kind(case.task).metrics, ref_items, got_items,
-                               input_set(case.inputs).items, _token_ids(ref), _token_ids(got), _request_meta(got))
+                               input_set(case.inputs).items, _token_ids(ref), _token_ids(got),
+                               _request_meta(got), ref32=ref32_items)
 
-    return outcome_verdict(case, runner, ref, got, measure)
+    return outcome_verdict(case, runner, ref, got, measure, ref32=ref32, calibrated=calibrated)
+
+
+def metric_out(m: Metric) -> MetricOut:
+    return MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok, ref_error=m.ref_error,
+                     ratio=m.ratio)
 
 
 def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], RunOutcome], started: str,
@@ -105,7 +116,8 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
             if runner == REFERENCE_RUNNER:
                 continue
             got = outcomes.get((case.id, runner))
-            v = verdict_for(case, runner, dtype, ref, got)
+            ref32 = outcomes.get((case.variant_of or case.id, REFERENCE_FP32))
+            v = verdict_for(case, runner, dtype, ref, got, ref32)
             actual = got.info.get("actual_runner") if got else None
             if runner == "vllm-auto" and got is not None and got.status == "ok":
                 expected, _ = case.expected_auto_for(got.info.get("versions", {}).get("vllm"))
@@ -114,7 +126,7 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
             results.append(Result(
                 case_id=case.id, family=case.family, task=case.task, runner=runner,
                 runner_label=plan.platform.runner_label(runner, actual), status=v.status, reason=v.reason,
-                metrics=[MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics],
+                metrics=[metric_out(m) for m in v.metrics],
                 envelope=v.envelope, checks=v.notes,
                 where=case.where, model=model_info,
                 inputs={"name": inputs.name, "sha256": inputs.sha256, "count": len(inputs.items)},
@@ -135,6 +147,9 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
             continue  # nothing to compare, or a derived check case (held to its base case's golden)
         out[(case.id, REFERENCE_RUNNER)] = golden_reference(
             case, model.path, model.fingerprint, plan.dtypes[case.id], plan.platform.device, golden_dir)
+        if needs_fp32_reference(case, plan.dtypes[case.id]):
+            out[(case.id, REFERENCE_FP32)] = golden_fp32_reference(golden_dir, case,
+                                                                   model.fingerprint)
     return out
 
 
@@ -156,6 +171,28 @@ def golden_reference(case: Case, model_path: Path, fingerprint: str, dtype: str,
     return RunOutcome(case.id, REFERENCE_RUNNER, "ok", output=str(g.arrays_path), info=info)
 
 
+FP32_SIDECAR = "reference-float32.safetensors"
+
+
+def golden_fp32_reference(golden_dir: Path, case: Case, fingerprint: str) -> RunOutcome:
+    """A half-precision golden's float32 reference, recorded beside it (the yardstick of its
+    calibrated bounds), checked against the case's weights and inputs."""
+    path = golden.case_dir(golden_dir, case.id) / FP32_SIDECAR
+    if not path.is_file():
+        return RunOutcome(case.id, REFERENCE_FP32, "error",
+                          f"golden has no float32 reference beside it ({path}); record the golden "
+                          f"in this dtype again (`parity golden record`, PARITY_DTYPE=...) so its "
+                          f"calibrated bounds can be measured")
+    _, meta = load_items(path)
+    want = {"model_fingerprint": fingerprint, "inputs_sha256": input_set(case.inputs).sha256}
+    stale = [k for k, v in want.items() if meta.get(k) != v]
+    if stale:
+        return RunOutcome(case.id, REFERENCE_FP32, "error",
+                          f"golden float32 reference {path} was made from other "
+                          f"{' and '.join(stale)}: record it again")
+    return RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(path), info={"golden": str(path)})
+
+
 def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platform,
               runners: list[str] | None = None, dtype: str | None = None, jobs: int | None = None,
               timeouts: Timeouts | None = None, progress: Progress | None = None,
@@ -167,7 +204,7 @@ def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platfo
     started, t0 = _now(), time.perf_counter()
     cases = expand_checks(cases, seed=shuffle_seed)
     plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners, dtype=dtype,
-                      with_reference=against == "hf", one_load_per_case=naive)
+                      with_reference=against == "hf", one_load_per_case=naive, fp32_reference=True)
     t_plan = time.perf_counter()
     executor = Executor(plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress, fresh_worker_per_load=naive)
     outcomes, partial = execute(executor)
@@ -200,13 +237,15 @@ def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: P
     if mode not in ("record", "verify", "update"):
         raise ValueError(f"mode must be record, verify or update, got {mode!r}")
     started, t0 = _now(), time.perf_counter()
-    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER])
+    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER],
+                      fp32_reference=True)
     outcomes, partial = execute(Executor(plan, run_dir, timeouts=timeouts, progress=progress))
     results = []
     for case in plan.cases:
         ref = outcomes.get((case.id, REFERENCE_RUNNER))
         model = plan.models[case.id]
-        v, metrics = _golden_verdict(case, plan, ref, model, golden_dir, mode)
+        ref32 = outcomes.get((case.id, REFERENCE_FP32))
+        v, metrics = _golden_verdict(case, plan, ref, model, golden_dir, mode, ref32)
         results.append(Result(
             case_id=case.id, family=case.family, task=case.task, runner=REFERENCE_RUNNER,
             runner_label=f"hf vs golden ({mode})", status=v.status, reason=v.reason, metrics=metrics,
@@ -217,7 +256,8 @@ def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: P
     return new_report(matrix, platform.device, started, time.perf_counter() - t0, partial, results=results)
 
 
-def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golden_dir: Path, mode: str):
+def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golden_dir: Path,
+                    mode: str, ref32: RunOutcome | None = None):
     if ref is None or ref.status != "ok":
         return Verdict(ref.status if ref else "error", ref.reason if ref else "reference not run"), []
     items, _ = load_items(Path(ref.output))  # type: ignore[arg-type]
@@ -225,13 +265,28 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
     inputs = input_set(case.inputs)
     dtype = plan.dtypes[case.id]
     key = golden.reference_key(case, model.path, dtype, plan.platform.device)
+    calibrated = needs_fp32_reference(case, dtype)
+    if calibrated and (ref32 is None or ref32.status != "ok"):
+        why = "was not run" if ref32 is None else f"{ref32.status}: {ref32.reason}"
+        return Verdict("error", f"float32 reference (recorded beside a half-precision golden) {why}"), []
 
     def record() -> Path:
-        return golden.write(golden_dir, case.id, items, task=case.task, fingerprint=model.fingerprint,
-                            inputs={"name": inputs.name, "version": inputs.version, "sha256": inputs.sha256,
-                                    "count": len(inputs.items)},
-                            dtype=dtype, device=plan.platform.device, versions=ref.info.get("versions", {}),
-                            model=model.description, key=key, token_ids=ids)
+        d = golden.write(golden_dir, case.id, items, task=case.task, fingerprint=model.fingerprint,
+                         inputs={"name": inputs.name, "version": inputs.version,
+                                 "sha256": inputs.sha256, "count": len(inputs.items)},
+                         dtype=dtype, device=plan.platform.device,
+                         versions=ref.info.get("versions", {}), model=model.description, key=key,
+                         token_ids=ids)
+        if calibrated:  # the yardstick, and HF's own error per metric, beside the outputs
+            ref32_items = load_items(Path(ref32.output))[0]  # type: ignore[union-attr, arg-type]
+            names = task_kind(case.task).metrics
+            tol = case.tolerance(dtype)
+            own = {m: compare.METRICS[m](ref32_items, items, inputs.items, tol) for m in names}
+            save_items(golden.case_dir(golden_dir, case.id) / FP32_SIDECAR, ref32_items,
+                       {"dtype": "float32", "beside_dtype": dtype,
+                        "model_fingerprint": model.fingerprint, "inputs_sha256": inputs.sha256,
+                        "reference_own_error": own})
+        return d
 
     if mode == "update":
         return Verdict("pass", f"golden updated: {record()}"), []
@@ -242,11 +297,13 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
         if e.kind == "missing" and mode == "record":
             return Verdict("fail", f"golden was missing; recorded now at {record()}: review and commit it"), []
         return Verdict("error" if e.kind != "missing" else "fail", f"golden {e.kind}: {e}"), []
-    # the same comparison as a runner's against HF: the golden's token ids against the fresh run's
-    found = compare.measure(case.tolerance(dtype), task_kind(case.task).metrics, g.items, items,
+    # the same comparison as a runner's against HF: the golden's token ids against the fresh run's;
+    # HF against its own golden in the same dtype: calibrated half bounds hold as their floors
+    tolerance = case.tolerance(dtype).model_copy(update={"k": None})
+    found = compare.measure(tolerance, task_kind(case.task).metrics, g.items, items,
                             inputs.items, _golden_ids(g), ids)
     v = judge(case, REFERENCE_RUNNER, found)
-    metrics = [MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok) for m in v.metrics]
+    metrics = [metric_out(m) for m in v.metrics]
     if v.status != "pass":
         obtained = golden.write_obtained(golden_dir, case.id, items)
         return Verdict(v.status, f"HF differs from its golden: {v.reason}; obtained written to {obtained}"), metrics

@@ -33,10 +33,28 @@ class Metric:
     name: str
     value: float
     bound: float | None  # None: reported, not gated (matrix validation makes required ones bounded)
+    # half precision: the HF reference's own error (HF in this dtype against HF in float32, same
+    # metric); then `value` is the runner against HF in float32 and `bound` was calibrated from it
+    ref_error: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.bound is None or (bool(np.isfinite(self.value)) and self.value <= self.bound)
+
+    @property
+    def ratio(self) -> float | None:
+        """The runner's error over the reference's own error (None when not calibrated or 0)."""
+        if self.ref_error is None or self.ref_error <= 0:
+            return None
+        return self.value / self.ref_error
+
+    def describe(self) -> str:
+        """'max_abs 0.05 > 0.01' and, when calibrated, the reference's own error and the ratio."""
+        text = f"{self.name} {self.value:.3g} {'<=' if self.ok else '>'} {self.bound:.3g}"
+        if self.ref_error is not None:
+            ratio = f", {self.ratio:.3g}x" if self.ratio is not None else ""
+            text += f" (HF's own error {self.ref_error:.3g}{ratio})"
+        return text
 
 
 @dataclass
@@ -93,7 +111,7 @@ def _judge(case: "Case", runner: str, m: Measurement) -> Verdict:
 def gate(metrics: list[Metric], problems: list[str] | None = None) -> Verdict:
     """pass when every bounded metric is within its bound and there is no problem; else fail."""
     failed = [m for m in metrics if not m.ok]
-    reasons = [f"{m.name} {m.value:.3g} > {m.bound:.3g}" for m in failed] + list(problems or [])
+    reasons = [m.describe() for m in failed] + list(problems or [])
     return Verdict("fail" if reasons else "pass", "; ".join(reasons), metrics)
 
 
@@ -150,10 +168,12 @@ def _divergence(case: "Case", runner: str, v: Verdict, structural: bool = False)
                    envelope=dict(envelope))
 
 
-def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], Measurement]) -> Verdict:
+def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], Measurement],
+                    ref32=None, calibrated: bool = False) -> Verdict:
     """A case's verdict on one runner from the reference's and the runner's outcomes
     (harness.execute.RunOutcome). `measure` compares their outputs; it is called only when both
-    produced outputs. Never `pass` without a comparison."""
+    produced outputs. Never `pass` without a comparison. `calibrated`: the bounds are k x the
+    reference's own error, measured against `ref32` (HF in float32), which must then have run."""
     if got is None:
         return Verdict("error", "not run (the run was interrupted or the worker never reached it)")
     if got.status != "ok":
@@ -178,6 +198,10 @@ def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], M
         return Verdict("error", "reference (hf) was not run")
     if ref.status != "ok":
         return Verdict("skip" if ref.status == "skip" else "error", f"reference (hf) {ref.status}: {ref.reason}")
+    if calibrated and (ref32 is None or ref32.status != "ok"):
+        why = "was not run" if ref32 is None else f"{ref32.status}: {ref32.reason}"
+        return Verdict("error", f"float32 reference (hf in float32, the yardstick of this case's "
+                                f"calibrated half-precision bounds) {why}")
     try:
         m = measure()
     except Exception as e:  # noqa: BLE001 - a broken output file is this case's error only

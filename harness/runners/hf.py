@@ -235,8 +235,11 @@ def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndar
         from sentence_transformers import CrossEncoder
 
         assert runner.req is not None
+        # in the case's dtype, as every other recipe (without it a half-precision run compared
+        # vLLM in bf16 with a float32 CrossEncoder: HF's own half error read as 0)
         return CrossEncoder(runner.req.model_dir, device=runner.req.device, local_files_only=True,
-                            trust_remote_code=runner.req.trust_remote_code)
+                            trust_remote_code=runner.req.trust_remote_code,
+                            model_kwargs={"dtype": _torch_dtype(runner.req.dtype)})
     ce = runner.loaded("CrossEncoder", make)
     with _limit(ce, "max_length", options.get("truncate")):
         scores = ce.predict([tuple(p) for p in items], batch_size=len(items), show_progress_bar=False,

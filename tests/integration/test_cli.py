@@ -53,6 +53,31 @@ def test_real_faults_fail_naming_case_and_metric(fault_run, case_id, metric):
     assert metric in proc.stdout.split(f"FAIL {case_id}", 1)[1].splitlines()[0]
 
 
+BF16_FAULTS = {"embed-cls-pooling-fault": "cosine_distance", "embed-no-normalize-fault": "norm_rel",
+               "classify-no-softmax-fault": "max_abs", "score-no-sigmoid-fault": "max_abs"}
+
+
+@pytest.fixture(scope="module")
+def bf16_fault_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("faults-bf16")
+    proc = parity("run", "--matrix", str(DATA / "faults.yaml"), "--dtype", "bfloat16",
+                  "--out", str(out), "-k", *BF16_FAULTS)
+    return proc, out, json.loads((out / "report.json").read_text())
+
+
+@pytest.mark.parametrize("case_id", list(BF16_FAULTS))
+def test_real_faults_fail_in_bfloat16_against_hfs_own_error(bf16_fault_run, case_id):
+    """Wrong pooling, lost normalisation, a missing activation: each fails in bf16 with bounds
+    calibrated from HF's own bf16 error (HF also ran in float32), far beyond that error."""
+    proc, out, report = bf16_fault_run
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (res,) = [r for r in report["results"] if r["case_id"] == case_id]
+    assert res["status"] == "fail" and res["dtype"] == "bfloat16", res
+    m = {m["name"]: m for m in res["metrics"]}[BF16_FAULTS[case_id]]
+    assert not m["ok"] and m["ref_error"] is not None and m["value"] > 5 * m["bound"], m
+    assert (out / "outputs" / case_id / "hf-fp32.safetensors").is_file()
+
+
 def test_fault_run_writes_every_report(fault_run):
     proc, out, report = fault_run
     md = (out / "report.md").read_text()

@@ -177,18 +177,21 @@ def test_a_one_token_shift_fails_in_bf16(tmp_path):
 
 
 def test_calibrated_bound_is_k_times_the_references_own_error_plus_the_floor():
-    ref32 = [np.array([1.0, 2.0, 4.0])]
-    ref = [np.array([1.0, 2.0, 4.01])]  # HF's own max_abs error: 0.01
+    # two distinct items: a single item is a degenerate reference (harness.compare)
+    other = np.array([-3.0, 0.5, 1.5])
+    ref32 = [np.array([1.0, 2.0, 4.0]), other]
+    ref = [np.array([1.0, 2.0, 4.01]), other]  # HF's own max_abs error: 0.01
+    items = ("a", "b")
     tol = Tolerance(k=3.0, max_abs=1e-3)
-    m = measure(tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.02])], ("a",),
+    m = measure(tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.02]), other], items,
                 ref32=ref32).metrics[0]
     assert m.ref_error == pytest.approx(0.01) and m.bound == pytest.approx(3 * 0.01 + 1e-3)
     assert m.value == pytest.approx(0.02) and m.ratio == pytest.approx(2.0) and m.ok
-    bad = measure(tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.04])], ("a",),
+    bad = measure(tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.04]), other], items,
                   ref32=ref32).metrics[0]
     assert bad.value == pytest.approx(0.04) and not bad.ok
     # where HF in half equals HF in float32, the floor alone is the bound
-    exact = measure(tol, ("max_abs",), ref32, [np.array([1.0, 2.0, 4.0005])], ("a",),
+    exact = measure(tol, ("max_abs",), ref32, [np.array([1.0, 2.0, 4.0005]), other], items,
                     ref32=ref32).metrics[0]
     assert exact.ref_error == 0.0 and exact.bound == pytest.approx(1e-3)
     assert exact.ratio is None and exact.ok

@@ -73,13 +73,15 @@ class Platform:
         variant = model_runner_variant(runner)
         env["VLLM_USE_V2_MODEL_RUNNER"] = {"v1": "0", "v2": "1", "auto": None}[variant]
         serve = runner.startswith("vllm-serve")
-        # an engine core in its own process (CUDA's default; --naive) answers the harness's
-        # model-runner probe (a function sent by collective_rpc) only with pickle allowed
-        remote_core = not serve and (self.device == "cuda" or not self.in_process_engine)
+        # an engine core in its own process (--naive) answers the harness's model-runner probe
+        # (a function sent by collective_rpc) only with pickle allowed
+        remote_core = not serve and not self.in_process_engine
         env["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1" if remote_core else None
+        # in-process engine core on every device: 2.6 s per engine instead of 19-35 s on CPU, and
+        # the scheduler the invariance checks trace (harness.runners.engine_trace) is in reach;
+        # a server keeps vLLM's layout
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if self.in_process_engine and not serve else None
         if self.device == "cpu":
-            # in-process engine core: 2.6 s per engine instead of 19-35 s; a server keeps vLLM's layout
-            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if self.in_process_engine and not serve else None
             if variant in ("v2", "auto"):
                 # V2 needs Triton; on CPU, kernels run in Triton's numpy interpreter through our
                 # `cpu` backend entry point. `auto` gets it too so vLLM decides as with Triton.

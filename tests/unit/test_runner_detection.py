@@ -82,5 +82,8 @@ def test_pickle_is_allowed_only_where_the_probe_crosses_a_process():
     flag = "VLLM_ALLOW_INSECURE_SERIALIZATION"
     assert Platform("cpu").worker_env("vllm-v1")[flag] is None  # in-process engine core: not needed
     assert Platform("cpu", in_process_engine=False).worker_env("vllm-v2")[flag] == "1"
-    assert Platform("cuda").worker_env("vllm-auto")[flag] == "1"
+    # CUDA runs the engine core in-process too (the scheduler trace of the checks is in reach)
+    assert Platform("cuda").worker_env("vllm-auto")[flag] is None
+    assert Platform("cuda").worker_env("vllm-auto")["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert Platform("cuda", in_process_engine=False).worker_env("vllm-auto")[flag] == "1"
     assert Platform("cuda").worker_env("vllm-serve-v1")[flag] is None  # the server never gets it

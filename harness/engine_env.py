@@ -79,6 +79,9 @@ def _python_for_venvs() -> str:
 
 def _run(cmd: list[str], **kw) -> None:
     print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    # our stdout carries the environment's JSON for the caller (noxfile): a child's output,
+    # pip's or a check's print, goes to stderr
+    kw.setdefault("stdout", sys.stderr)
     subprocess.run(cmd, check=True, **kw)
 
 

@@ -176,3 +176,15 @@ def test_a_git_ref_is_exported_once_and_recorded_with_its_commit(tmp_path, relea
     assert prov["source"] == f"git:feature of {repo}"
     with pytest.raises(EngineSpecError, match="no such ref"):
         export_ref(repo, "nope")
+
+
+def test_a_setup_step_prints_nothing_on_stdout_which_carries_the_json(capfd):
+    # the noxfile reads `engine_env ensure`'s stdout as JSON: on a fresh machine the install's
+    # check printed 'vllm 0.32.0' there first and every session failed with a JSONDecodeError
+    import sys
+
+    from harness.engine_env import _run
+
+    _run([sys.executable, "-c", "print('vllm 0.32.0')"])
+    out, err = capfd.readouterr()
+    assert out == "" and "vllm 0.32.0" in err

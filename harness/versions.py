@@ -1,6 +1,6 @@
 """Release against release: the default matrix on several vLLM releases, one table.
 
-    python -m harness.versions [--releases 0.28.0 0.31.0 0.32.0] [--out runs/versions]
+    python -m harness.versions [--releases 0.28.0 0.29.0 ...] [--out runs/versions]
                                [--tables-only] [-- extra `parity run` args]
 
 Each release gets its own environment (harness.engine_env, reused while unchanged) and runs
@@ -26,7 +26,8 @@ from pathlib import Path
 from harness.engine import DISTRIBUTION, EngineSpecError, check_supported
 from harness.engine_env import ROOT, release_env
 
-DEFAULT_RELEASES = ("0.28.0", "0.31.0", "0.32.0")  # the ones measured here (README)
+# every release that installs here and runs (docs/releases.md)
+DEFAULT_RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
 OFFLINE_RUNNERS = ("vllm-v1", "vllm-v2", "vllm-auto")
 NOT_RUN = "not run (the run was interrupted"  # harness.verdict's reason for a row never reached
 SHORT = {"not run": "n", "pass": "P", "fail": "F", "error": "E", "xfail": "x", "xpass": "X!",

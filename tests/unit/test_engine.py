@@ -147,8 +147,10 @@ def test_reports_record_the_vllm_under_test():
     assert line in to_markdown(report) and line in to_html(report)
 
 
-def test_a_supported_but_unchecked_release_says_what_is_not_proven():
+def test_a_supported_but_unchecked_release_says_what_is_not_proven(monkeypatch):
     assert engine.support_notes("0.32.1") == {"checked_release": "0.32", "unproven": []}
+    assert engine.support_notes("0.30.0") == {"checked_release": "0.30", "unproven": []}
+    monkeypatch.delitem(engine.SUPPORT, (0, 30))  # a release nobody checked
     notes = engine.support_notes("0.30.0")
     assert notes["checked_release"] is None and "runner_class" in notes["unproven"]
     line = engine.describe_provenance({"version": "0.30.0", "kind": "release", "support": notes})

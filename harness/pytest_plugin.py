@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.matrix import RUNNER_NAMES, Case, Matrix, MatrixError, load_matrix, model_group
+from harness.spec.loader import load_matrix, model_group
+from harness.spec.runner_names import RUNNER_NAMES
+from harness.spec.schema import Case, Matrix, MatrixError
 
 DEFAULT_MATRIX = "matrices/ci.yaml"
 
@@ -53,7 +55,7 @@ def _matrix(config: pytest.Config) -> Matrix:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "parity_result" not in metafunc.fixturenames:
         return
-    from harness.checks import expand_checks
+    from harness.spec.checks import expand_checks
 
     matrix = _matrix(metafunc.config)
     only = metafunc.config.getoption("--runners")
@@ -98,7 +100,7 @@ class ParitySession:
     """Runs one model group at a time on demand and keeps the results for the session."""
 
     def __init__(self, config: pytest.Config, out_dir: Path):
-        from harness.platform import Platform, detect_device
+        from harness.runners.platform import Platform, detect_device
 
         self.config = config
         self.out_dir = out_dir
@@ -109,7 +111,7 @@ class ParitySession:
     def result(self, matrix_path: str, case_id: str, runner: str):
         key = (case_id, runner)
         if key not in self.results:
-            from harness.session import run_cases
+            from harness.run.session import run_cases
 
             matrix = load_matrix(matrix_path)
             case = matrix.case(case_id.split("@", 1)[0])  # a derived check case runs with its base
@@ -118,7 +120,7 @@ class ParitySession:
             golden_dir = Path(self.config.getoption("--golden-dir") or Path(self.config.rootpath) / "golden")
             run_dir = self.out_dir / _group(case)
             if self.config.getoption("--update-golden"):
-                from harness.session import golden_session
+                from harness.run.session import golden_session
 
                 updated = golden_session(matrix, group, run_dir / "golden-update", self.platform, golden_dir, "update")
                 self.reports.append(updated)
@@ -149,7 +151,8 @@ def parity_session(request: pytest.FixtureRequest) -> ParitySession:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Each process writes the part it ran; the controller (or a run without xdist) merges the
     parts into the run's report.json, report.md, junit.xml and report.html, like `parity run`."""
-    from harness.report import merge, read_json, write_all, write_json
+    from harness.report.model import merge, read_json, write_json
+    from harness.report.write import write_all
 
     config = session.config
     mine = getattr(config, "_parity_session", None)

@@ -14,7 +14,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-# name prefix -> "module:Class", imported only inside the worker that needs it
+from harness.spec.runner_names import runner_kind
+
+# runner kind (harness.spec.runner_names.KINDS) -> "module:Class", imported only inside the worker that needs it
 _REGISTRY: dict[str, str] = {
     "hf": "harness.runners.hf:HFRunner",
     "vllm": "harness.runners.vllm:VllmRunner",
@@ -45,20 +47,6 @@ class Runner(Protocol):
 
     def unload(self) -> None:
         """Free the model, so one worker never holds two."""
-
-
-def runner_kind(name: str) -> tuple[str, str | None]:
-    """'vllm-v2' -> ('vllm', 'v2'); 'vllm-serve-v2' -> ('vllm-serve', 'v2'); 'hf' -> ('hf', None)."""
-    for kind in sorted(_REGISTRY, key=len, reverse=True):
-        if name == kind or name.startswith(kind + "-"):
-            return kind, name[len(kind) + 1:] or None
-    raise ValueError(f"unknown runner {name!r}; valid kinds: {', '.join(sorted(_REGISTRY))}")
-
-
-def model_runner_variant(name: str) -> str | None:
-    """The model runner a vLLM runner name asks for ('v1', 'v2', 'auto'); None for others."""
-    kind, variant = runner_kind(name)
-    return variant if kind.startswith("vllm") else None
 
 
 def create(name: str) -> Runner:

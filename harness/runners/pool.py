@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-
 LOG_TAIL_MARK = "\n--- worker log tail ---\n"
 
 

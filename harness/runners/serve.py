@@ -1,7 +1,7 @@
 """vLLM through its HTTP server: the API users call. `vllm-serve-v1|v2|auto`.
 
 Inside its worker process, the runner starts vLLM's OpenAI-compatible server on 127.0.0.1 and a
-free port (same model-runner environment as the offline V1/V2 workers: harness.platform), waits
+free port (same model-runner environment as the offline V1/V2 workers: harness.runners.platform), waits
 for /health, and sends every item of a case as its own request, many in flight at once, so the
 server batches them dynamically as it does for users. Answers are matched to items by request,
 never by arrival order. The server belongs to the worker's process group: a worker that is killed
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine import vllm_provenance
+from harness.engine.under_test import vllm_provenance
 from harness.runners import LoadRequest, pool
 from harness.runners.serve_decode import ServerFailure, decode_base64, match_rerank, same_length
 
@@ -92,8 +92,8 @@ class ServeRunner:
     # --- lifecycle ---------------------------------------------------------------------------
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
-        from harness.engine_memory import kv_budget_of
-        from harness.platform import Platform
+        from harness.runners.memory import kv_budget_of
+        from harness.runners.platform import Platform
 
         budget = kv_budget_of(req.model_dir, req.dtype, req.engine)
         engine = {**Platform(req.device).engine_defaults(budget.bytes), "seed": 0, **req.engine}
@@ -211,7 +211,7 @@ class ServeRunner:
             raise ServerFailure(f"{e}\n--- server log tail ---\n{log_tail(self.log_path) if self.log_path else ''}") from None
 
     def _run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
-        from harness.checks import run_with_options
+        from harness.spec.checks import run_with_options
 
         # (input index, item): messages name the item as the case numbers it, whatever the send order
         numbered = [(i, tuple(it) if isinstance(it, list) else it) for i, it in enumerate(items)]  # pairs arrive as lists
@@ -261,7 +261,7 @@ class ServeRunner:
     async def _rerank_all(self, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
         """Each query with its documents as one /rerank request (all documents), plus one with
         top_n when the case sets it; answers are matched to documents by their `index`."""
-        from harness.inputs import query_groups
+        from harness.spec.inputs import query_groups
 
         send = _Limited(options)
         top_n = options.get("top_n")

@@ -1,5 +1,5 @@
 """vLLM offline `LLM` in pooling mode. Which model runner (V1/V2) is chosen by the environment
-the worker was started with (harness.platform); which one really ran is read from the engine."""
+the worker was started with (harness.runners.platform); which one really ran is read from the engine."""
 
 from __future__ import annotations
 
@@ -136,10 +136,9 @@ class VllmRunner:
         import vllm
         from vllm import LLM
 
-        from harness.engine import vllm_provenance
-        from harness.platform import Platform
-
-        from harness.engine_memory import kv_budget_of
+        from harness.engine.under_test import vllm_provenance
+        from harness.runners.memory import kv_budget_of
+        from harness.runners.platform import Platform
 
         budget = kv_budget_of(req.model_dir, req.dtype, req.engine)
         kwargs: dict[str, Any] = {
@@ -187,7 +186,7 @@ class VllmRunner:
         (one request per call), warm_prefix_cache (send everything twice, keep the second
         answers), truncate (keep this many tokens, as tokenizer(truncation=True, max_length=N))."""
         assert self.llm is not None, "run before load"
-        from harness.checks import run_with_options
+        from harness.spec.checks import run_with_options
 
         tok = {"truncation": True, "max_length": int(options["truncate"])} if options.get("truncate") else None
         dims = int(options["dimensions"]) if options.get("dimensions") else None
@@ -251,7 +250,7 @@ def _vllm_version() -> str:
 
 def _prompt(item):
     """A text prompt as is; an image reference as vLLM's multimodal prompt with an empty text."""
-    from harness.images import image, is_image
+    from harness.spec.images import image, is_image
 
     if is_image(item):
         return {"prompt": "", "multi_modal_data": {"image": image(item["image"])}}
@@ -286,7 +285,7 @@ def _score_input(item):
     import base64
     import io
 
-    from harness.images import image, is_image
+    from harness.spec.images import image, is_image
 
     if not is_image(item):
         return item

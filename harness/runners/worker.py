@@ -18,9 +18,9 @@ import sys
 import time
 import traceback
 
-from harness.outputs import save_items
 from harness.runners import LoadRequest, create
 from harness.runners.engine_trace import summarize
+from harness.runners.outputs import save_items
 
 
 def _serve(runner_name: str, reply) -> None:
@@ -117,8 +117,8 @@ def _mteb(runner, msg: dict) -> dict:
     restored (as vLLM's own MTEB encoder does), so scheduling bugs surface."""
     from pathlib import Path
 
-    from harness.checks import run_with_options
-    from harness.mteb_eval import evaluate
+    from harness.mteb.eval import evaluate
+    from harness.spec.checks import run_with_options
 
     opts = dict(msg.get("options", {}))
     shuffle = {"shuffle_seed": msg["shuffle_seed"]} if msg.get("shuffle_seed") is not None else {}

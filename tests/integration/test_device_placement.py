@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.inputs import input_set
-from harness.matrix import load_matrix
-from harness.models import resolve
+from harness.models.resolve import resolve
 from harness.runners import LoadRequest
 from harness.runners.hf import HFRunner
+from harness.spec.inputs import input_set
+from harness.spec.loader import load_matrix
 from tests.conftest import ROOT
 from tests.integration.offdevice import DEVICE, MixedDevices, OffDevice, left_behind
 
@@ -70,7 +70,7 @@ def test_the_watch_gives_data_dependent_code_the_host_values():
 
 def test_a_recipe_that_forgets_to_move_its_model_is_caught(monkeypatch):
     """Seeded fault: the model stays on the host while the inputs move (the d6f916d bug)."""
-    import harness.refmodels as refmodels
+    import harness.models.refmodels as refmodels
 
     case = next(p.values[0] for p in _reference_runs() if p.values[0].task == "reward")
     real = refmodels.load_reference

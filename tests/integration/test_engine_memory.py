@@ -68,7 +68,7 @@ def test_an_engine_refusal_about_memory_names_the_numbers_and_the_knob(tmp_path)
 
 @pytest.mark.parametrize("limit", ["", "lots"])
 def test_rss_limit_env_is_validated(limit, monkeypatch):
-    from harness.execute import DEFAULT_RSS_LIMIT_MB, rss_limit_mb
+    from harness.run.execute import DEFAULT_RSS_LIMIT_MB, rss_limit_mb
 
     monkeypatch.setenv("PARITY_WORKER_RSS_LIMIT_MB", limit)
     if limit:

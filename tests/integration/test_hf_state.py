@@ -12,12 +12,12 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from harness.inputs import input_set
-from harness.matrix import load_matrix
-from harness.models import resolve
-from harness.outputs import load_items
+from harness.models.resolve import resolve
 from harness.runners import LoadRequest
+from harness.runners.outputs import load_items
 from harness.runners.pool import Worker
+from harness.spec.inputs import input_set
+from harness.spec.loader import load_matrix
 from tests.conftest import ROOT
 
 MATRIX = ROOT / "matrices" / "pooling.yaml"

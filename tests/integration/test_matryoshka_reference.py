@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from harness.matrix import load_matrix
-from harness.models import resolve
+from harness.models.resolve import resolve
 from harness.runners import LoadRequest
 from harness.runners.hf import HFRunner
+from harness.spec.loader import load_matrix
 from tests.conftest import ROOT
 
 MATRIX = ROOT / "matrices" / "serve.yaml"

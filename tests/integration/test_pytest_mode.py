@@ -7,8 +7,8 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-from harness.checks import expand_checks
-from harness.matrix import load_matrix, model_group
+from harness.spec.checks import expand_checks
+from harness.spec.loader import load_matrix, model_group
 from tests.conftest import ROOT
 
 CASES = ["bert-tiny-mean-embed", "bert-tiny-token-classify"]

@@ -97,11 +97,10 @@ class _KillServerAfter(httpx.AsyncBaseTransport):
 
 @pytest.fixture(scope="module")
 def live_server():
-    from harness.matrix import SyntheticModel
-    from harness.models import resolve
-    from harness.platform import Platform
-    from harness.runners import LoadRequest
-    from harness.runners import serve
+    from harness.models.resolve import resolve
+    from harness.runners import LoadRequest, serve
+    from harness.runners.platform import Platform
+    from harness.spec.schema import SyntheticModel
 
     model = resolve(SyntheticModel(source="synthetic", arch="BertModel", seed=0, pooling="mean", normalize=True), ROOT)
     env = Platform("cpu").worker_env("vllm-serve-v1")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine_env import STAMP, release_stamp
+from harness.engine.env import STAMP, release_stamp
 from tests.conftest import ROOT
 
 CASES = ["bert-tiny-mean-embed", "bert-tiny-cross-encoder-score"]

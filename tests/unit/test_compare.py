@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from harness.compare import compare, cosine_distance, degenerate_reference, max_abs, max_rel, rank_disagreement
-from harness.matrix import Case, Tolerance
+from harness.judge.compare import compare, degenerate_reference
+from harness.judge.metrics import cosine_distance, max_abs, max_rel, rank_disagreement
+from harness.spec.schema import Case, Tolerance
 
 TOL = Tolerance(cosine_distance=1e-6, max_abs=1e-5)
 
@@ -76,7 +77,7 @@ def test_degenerate_reference_is_an_error_not_a_pass():
 
 
 def test_nan_metric_never_passes():
-    from harness.verdict import Metric
+    from harness.judge.verdict import Metric
     assert not Metric("max_abs", float("nan"), 1.0).ok
     assert Metric("max_abs", 0.5, None).ok
 
@@ -98,7 +99,7 @@ def test_per_token_collapse_of_the_reference_is_degenerate():
 
 
 def test_token_ids_must_be_equal_and_the_first_difference_is_named():
-    from harness.compare import measure
+    from harness.judge.compare import measure
 
     ref = vecs()
     same = [a.copy() for a in ref]
@@ -136,8 +137,8 @@ ITEMS4 = tuple("abcd")
 
 
 def compare_ids(case, ref_ids, got_ids):
-    from harness.compare import measure
-    from harness.verdict import judge
+    from harness.judge.compare import measure
+    from harness.judge.verdict import judge
 
     ref = vecs()
     return judge(case, "vllm-v1", measure(TOL, ("max_abs",), ref, [a.copy() for a in ref], ITEMS4, ref_ids, got_ids))
@@ -147,7 +148,7 @@ def _tied_adversarial_scores():
     """Reference scores of the adversarial cross-encoder pairs, shaped as its golden is: the NFC
     and NFD spellings of one word (items 3, 4) score exactly alike, and so does the duplicate pair
     (items 11, 12, one query group of its own)."""
-    from harness.inputs import input_set, query_groups
+    from harness.spec.inputs import input_set, query_groups
 
     items = input_set("adversarial-pairs").items
     groups = query_groups(items)
@@ -160,7 +161,7 @@ def _tied_adversarial_scores():
 def test_reference_ties_are_not_rank_disagreement_but_a_real_swap_is():
     """One tie rule for the offline metric and the /rerank check
     (server_answers.ranks_as_reference)."""
-    from harness.server_answers import ranks_as_reference
+    from harness.judge.metrics import ranks_as_reference
 
     items, ref = _tied_adversarial_scores()
     tol = Tolerance(max_abs=1e-5, max_rel=1e-4, rank_disagreement=0.0)
@@ -186,7 +187,7 @@ def test_reference_ties_are_not_rank_disagreement_but_a_real_swap_is():
 
 
 def test_a_chain_of_near_ties_cannot_hide_an_inversion():
-    from harness.server_answers import ranks_as_reference
+    from harness.judge.metrics import ranks_as_reference
 
     tol = Tolerance(max_abs=1e-3)
     r = np.array([0.0, 0.0009, 0.0018])  # neighbours within 1e-3, the ends 1.8e-3 apart

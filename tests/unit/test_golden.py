@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from harness import golden
-from harness.golden import GoldenError
+from harness.judge import golden
+from harness.judge.golden import GoldenError
 
 
 def _items(seed=0, n=4):
@@ -74,8 +74,8 @@ def test_golden_without_a_reference_key_is_refused(tmp_path):
 
 
 def test_reference_key_resolves_the_recipe_from_the_checkpoint(tmp_path):
-    from harness.matrix import Case
     from harness.runners.hf import RECIPE_VERSIONS
+    from harness.spec.schema import Case
 
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["CLIPModel"]}))
     case = Case.model_validate(dict(id="c", family="f", task="embed", model={"source": "local", "path": "x"},
@@ -101,7 +101,7 @@ def test_truncated_or_edited_arrays_are_corrupt_not_compared(tmp_path):
 
 def test_tampered_value_with_consistent_hash_fails_the_comparison(tmp_path):
     """Someone edits a number and the hash: the values themselves must then fail."""
-    from harness.compare import compare
+    from harness.judge.compare import compare
     from tests.unit.test_compare import TOL, make_case
 
     items = _items()
@@ -142,7 +142,7 @@ def test_killed_update_leaves_the_old_golden(tmp_path, monkeypatch):
 
 
 def test_committed_goldens_cover_the_default_matrix():
-    from harness.matrix import load_matrix
+    from harness.spec.loader import load_matrix
     from tests.conftest import ROOT
 
     for case in load_matrix(ROOT / "matrices" / "pooling.yaml").cases:

@@ -8,12 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.compare import measure, norm_rel
-from harness.execute import RunOutcome
-from harness.matrix import Case, MatrixError, Tolerance, load_matrix
-from harness.outputs import save_items
-from harness.plan import REFERENCE_FP32, needs_fp32_reference
-from harness.session import verdict_for
+from harness.judge.compare import measure
+from harness.judge.metrics import norm_rel
+from harness.run.execute import RunOutcome
+from harness.run.plan import REFERENCE_FP32, needs_fp32_reference
+from harness.run.session import verdict_for
+from harness.runners.outputs import save_items
+from harness.spec.loader import load_matrix
+from harness.spec.schema import Case, MatrixError, Tolerance
 
 POOLING = Path(__file__).resolve().parents[2] / "matrices" / "pooling.yaml"
 RNG = np.random.default_rng(0)
@@ -87,7 +89,7 @@ def embed_case():
 
 
 def _n_short_texts(case):
-    from harness.inputs import input_set
+    from harness.spec.inputs import input_set
 
     return len(input_set(case.inputs).items)
 
@@ -177,7 +179,7 @@ def test_a_one_token_shift_fails_in_bf16(tmp_path):
 
 
 def test_calibrated_bound_is_k_times_the_references_own_error_plus_the_floor():
-    # two distinct items: a single item is a degenerate reference (harness.compare)
+    # two distinct items: a single item is a degenerate reference (harness.judge.compare)
     other = np.array([-3.0, 0.5, 1.5])
     ref32 = [np.array([1.0, 2.0, 4.0]), other]
     ref = [np.array([1.0, 2.0, 4.01]), other]  # HF's own max_abs error: 0.01
@@ -246,8 +248,8 @@ def test_every_half_precision_bound_of_the_default_matrix_is_calibrated():
 
 
 def test_a_half_precision_golden_reads_its_float32_reference_from_beside_it(tmp_path, embed_case):
-    from harness.inputs import input_set
-    from harness.session import FP32_SIDECAR, golden_fp32_reference
+    from harness.run.session import FP32_SIDECAR, golden_fp32_reference
+    from harness.spec.inputs import input_set
 
     missing = golden_fp32_reference(tmp_path, embed_case, "fp")
     assert missing.status == "error" and "no float32 reference beside it" in missing.reason
@@ -262,10 +264,10 @@ def test_a_half_precision_golden_reads_its_float32_reference_from_beside_it(tmp_
 
 
 def test_a_half_run_adds_a_float32_reference_load_to_the_hf_queue_a_float32_run_none(monkeypatch):
-    from harness import plan as plan_mod
-    from harness.models import ResolvedModel
-    from harness.plan import build_plan
-    from harness.platform import Platform
+    from harness.models.resolve import ResolvedModel
+    from harness.run import plan as plan_mod
+    from harness.run.plan import build_plan
+    from harness.runners.platform import Platform
 
     monkeypatch.setattr(plan_mod, "resolve",
                         lambda src, base: ResolvedModel(Path(src.path), "fp", src.path))
@@ -284,8 +286,9 @@ def test_a_half_run_adds_a_float32_reference_load_to_the_hf_queue_a_float32_run_
 
 
 def test_reports_show_hfs_own_error_and_the_ratio_beside_each_calibrated_metric():
-    from harness.report import MetricOut, Report, Result, to_markdown
-    from harness.report_html import metric_rows
+    from harness.report.html import metric_rows
+    from harness.report.markdown import to_markdown
+    from harness.report.model import MetricOut, Report, Result
 
     m = MetricOut(name="max_abs", value=1.3e-2, bound=3.1e-2, ok=True, ref_error=1.0e-2, ratio=1.3)
     res = Result(case_id="c", family="fam", task="embed", runner="vllm-v1", runner_label="vLLM V1",

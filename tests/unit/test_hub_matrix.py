@@ -4,7 +4,8 @@ command that fetches its model (at its pinned revision), and the run says nothin
 import json
 
 from harness.cli import main
-from harness.matrix import HubCacheModel, load_matrix
+from harness.spec.loader import load_matrix
+from harness.spec.schema import HubCacheModel
 from tests.conftest import ROOT
 
 HUB = ROOT / "matrices" / "hub.yaml"
@@ -40,10 +41,10 @@ def test_a_hub_case_with_mteb_tasks_fed_identical_outputs_passes_the_real_compar
     gate the bounds it owns, leave main_score to `parity mteb` and say so, and never raise."""
     import numpy as np
 
-    from harness.execute import RunOutcome
-    from harness.inputs import input_set
-    from harness.outputs import save_items
-    from harness.session import verdict_for
+    from harness.run.execute import RunOutcome
+    from harness.run.session import verdict_for
+    from harness.runners.outputs import save_items
+    from harness.spec.inputs import input_set
 
     cases = [c for c in load_matrix(HUB).cases if c.mteb_tasks and c.variant_of is None]
     assert {c.task for c in cases} == {"embed", "score"}
@@ -83,7 +84,7 @@ families: {f: {}}
 """
     import pytest
 
-    from harness.matrix import MatrixError
+    from harness.spec.schema import MatrixError
 
     p = write_matrix(text)
     with pytest.raises(MatrixError,

@@ -5,8 +5,9 @@ import re
 
 import pytest
 
-from harness.inputs import input_set
-from harness.matrix import MatrixError, load_matrix
+from harness.spec.inputs import input_set
+from harness.spec.loader import load_matrix
+from harness.spec.schema import MatrixError
 
 HEAD = """
 families:

@@ -2,7 +2,8 @@ import re
 
 import pytest
 
-from harness.matrix import MatrixError, load_matrix
+from harness.spec.loader import load_matrix
+from harness.spec.schema import MatrixError
 from tests.conftest import ROOT
 
 BASE = """
@@ -221,7 +222,7 @@ def test_a_matrix_error_exits_2_before_any_model_is_built(write_matrix, tmp_path
 def test_every_shipped_matrix_bounds_every_dtype(path):
     """A GPU run (bfloat16 by default, float16 or float32 by PARITY_DTYPE) finds a bound for every
     required metric of every case: the loader checks required metrics per dtype listed."""
-    from harness.platform import DTYPES
+    from harness.runners.platform import DTYPES
 
     for case in load_matrix(path).cases:
         assert set(case.tolerances) == set(DTYPES), f"{case.where}: {case.id} bounds only {sorted(case.tolerances)}"

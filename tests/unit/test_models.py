@@ -7,16 +7,17 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from harness.matrix import HubCacheModel, PackageModel, SyntheticModel
-from harness.models import ModelUnavailable, fingerprint, resolve
-from harness.synthetic import seeded_values, spec_dir
+from harness.models.cache import fingerprint
+from harness.models.resolve import ModelUnavailable, resolve
+from harness.models.synthetic import seeded_values, spec_dir
+from harness.spec.schema import HubCacheModel, PackageModel, SyntheticModel
 
 SPEC = SyntheticModel(source="synthetic", arch="BertModel", seed=3, pooling="mean", normalize=True)
 
 
 def _build_in(cache, spec=SPEC):
     env = {**os.environ, "PARITY_CACHE": str(cache)}
-    out = subprocess.run([sys.executable, "-m", "harness.synthetic", spec.model_dump_json()],
+    out = subprocess.run([sys.executable, "-m", "harness.models.synthetic", spec.model_dump_json()],
                          capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -97,7 +98,7 @@ def test_spec_dir_depends_on_spec():
 def test_an_edited_architecture_is_a_new_checkpoint_not_a_stale_one(monkeypatch):
     import dataclasses
 
-    from harness import synthetic
+    from harness.models import synthetic
 
     before = spec_dir(SPEC)
     bert = synthetic.ARCHS["bert"]
@@ -113,8 +114,8 @@ def test_an_edited_architecture_is_a_new_checkpoint_not_a_stale_one(monkeypatch)
 
 
 def test_matrix_paths_cannot_escape_project_or_cache(tmp_path, monkeypatch):
-    from harness.matrix import LocalModel
-    from harness.models import UnsafePath
+    from harness.spec.paths import UnsafePath
+    from harness.spec.schema import LocalModel
 
     project = tmp_path / "project"
     (project / "matrices").mkdir(parents=True)
@@ -148,7 +149,7 @@ def test_reference_checkpoint_names_round_trip():
     """A reference architecture saved under its hub names loads back strictly (JinaVL: visual.*)."""
     import torch
 
-    from harness.refmodels import JinaVLRanker, _renamed, checkpoint_names
+    from harness.models.refmodels import JinaVLRanker, _renamed, checkpoint_names
 
     state = {"model.visual.blocks.0.attn.qkv.weight": torch.zeros(1), "model.language_model.norm.weight": torch.zeros(1),
              "score.0.weight": torch.zeros(1)}

@@ -4,11 +4,11 @@ log scale, and the page shows it (inline SVG) beside the score table."""
 import numpy as np
 import pytest
 
-from harness.report import MetricOut, Report, Result
+from harness.report.model import MetricOut, Report, Result
 
 pytest.importorskip("matplotlib")
 
-from harness import mteb_report  # noqa: E402
+from harness.mteb import report as mteb_report  # noqa: E402
 
 BOUND = 5e-4
 

@@ -1,10 +1,10 @@
 import threading
 from pathlib import Path
 
-from harness import plan as plan_mod
-from harness.models import ModelUnavailable, ResolvedModel
-from harness.plan import ModelProblem, build_plan
-from harness.platform import Platform
+from harness.models.resolve import ModelUnavailable, ResolvedModel
+from harness.run import plan as plan_mod
+from harness.run.plan import ModelProblem, build_plan
+from harness.runners.platform import Platform
 from tests.unit.test_compare import make_case
 
 
@@ -36,8 +36,8 @@ def _executor_with(queues: dict[str, int]):
     """An Executor's scheduling state only: n loads per runner, one case each."""
     import threading
 
-    from harness.execute import Executor
-    from harness.plan import Load
+    from harness.run.execute import Executor
+    from harness.run.plan import Load
 
     ex = Executor.__new__(Executor)
     ex._lock = threading.Lock()

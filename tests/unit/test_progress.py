@@ -7,8 +7,8 @@ import time
 
 from rich.console import Console
 
-from harness.execute import RunOutcome
-from harness.progress import PlainProgress, progress_reporter
+from harness.run.execute import RunOutcome
+from harness.run.progress import PlainProgress, progress_reporter
 
 
 def _console() -> tuple[Console, io.StringIO]:

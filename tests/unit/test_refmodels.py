@@ -1,4 +1,4 @@
-"""harness.refmodels both builds five synthetic architectures and is their HF-side reference, so
+"""harness.models.refmodels both builds five synthetic architectures and is their HF-side reference, so
 each class is checked here against a second implementation written independently of it: numpy
 for every head (and the whole of Jina's ColBERT, whose modeling code is remote code), over
 transformers' own base model where transformers ships one. Weights are random (seeded), float64,
@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from harness import refmodels  # noqa: E402
+from harness.models import refmodels  # noqa: E402
 
 TOL = 1e-6
 
@@ -127,7 +127,7 @@ def _jina_vl_second(ref, weights: dict, ids: torch.Tensor) -> np.ndarray:
 
 
 def _jina_vl_config():
-    from harness.synthetic import _qwen2_vl_config
+    from harness.models.synthetic import _qwen2_vl_config
 
     return transformers.Qwen2VLConfig(**_qwen2_vl_config())
 

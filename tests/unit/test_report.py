@@ -1,6 +1,8 @@
 import xml.etree.ElementTree as ET
 
-from harness.report import MetricOut, Report, Result, to_junit, to_markdown
+from harness.report.junit import to_junit
+from harness.report.markdown import to_markdown
+from harness.report.model import MetricOut, Report, Result
 
 
 def _report(*statuses):

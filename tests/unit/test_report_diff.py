@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 
-from harness.report import MetricOut, Report, Result, write_json
-from harness.report_diff import diff, to_markdown
+from harness.report.diff import diff, to_markdown
+from harness.report.model import MetricOut, Report, Result, write_json
 from tests.conftest import ROOT
 
 
@@ -32,7 +32,7 @@ def test_new_failure_fails_and_drift_inside_the_bound_warns():
 def test_shard_reports_merged_before_diffing_are_diffed_as_one_run():
     """CI diffs the merge of its shard reports against the base branch's merged report: a new
     failure in one shard and drift in the other both show, and every case is compared once."""
-    from harness.report import merge
+    from harness.report.model import merge
 
     old = _rep(a=("pass", 1e-8), b=("pass", 1e-8), c=("pass", 1e-8))
     one, two = _rep(a=("pass", 5e-6)), _rep(b=("fail", 1e-3), c=("pass", 1e-8))
@@ -63,8 +63,8 @@ def test_cli_exit_code(tmp_path):
 def _run_dir(root, outputs: dict, status="pass"):
     """A run folder as `parity run --out runs/latest` leaves it: report.json beside outputs/, each
     output recorded by the path the run saw (relative, naming runs/latest like every such run)."""
-    from harness.outputs import save_items
-    from harness.report import ReferenceResult
+    from harness.report.model import ReferenceResult
+    from harness.runners.outputs import save_items
 
     results, refs = [], []
     for (case, runner), items in outputs.items():
@@ -101,7 +101,7 @@ def _two_runs(tmp_path):
 
 
 def test_outputs_are_compared_per_case_and_runner_and_a_missing_file_is_said(tmp_path, monkeypatch):
-    from harness.report_diff import compare_outputs
+    from harness.report.diff import compare_outputs
 
     old, new, expected = _two_runs(tmp_path)
     monkeypatch.chdir(tmp_path)  # runs/latest/... does not exist here: outputs are found beside each report
@@ -114,7 +114,7 @@ def test_outputs_are_compared_per_case_and_runner_and_a_missing_file_is_said(tmp
 
 
 def test_identical_runs_differ_by_zero(tmp_path):
-    from harness.report_diff import compare_outputs
+    from harness.report.diff import compare_outputs
 
     old, _, _ = _two_runs(tmp_path)
     deltas = compare_outputs(old, old, tmp_path / "old", tmp_path / "old")
@@ -127,7 +127,7 @@ def test_identical_runs_differ_by_zero(tmp_path):
 
 
 def test_mteb_score_files_compare_by_their_numbers(tmp_path):
-    from harness.report_diff import output_difference
+    from harness.report.diff import output_difference
 
     a, b = tmp_path / "a.mteb.json", tmp_path / "b.mteb.json"
     a.write_text(json.dumps({"STS": {"main_score": 0.5, "main_metric": "spearman"}}))
@@ -157,7 +157,7 @@ def test_cli_outputs_keep_the_exit_code_and_write_html(tmp_path):
 
 
 def test_html_diff_lists_each_kind_of_change_escaped():
-    from harness.report_diff import to_html
+    from harness.report.diff import to_html
 
     old = _rep(a=("pass", 1e-8))
     new = _rep(a=("fail", 1.0))

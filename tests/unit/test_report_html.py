@@ -5,8 +5,9 @@ import math
 import re
 from html.parser import HTMLParser
 
-from harness.report import AuditRow, MetricOut, Report, Result, write_all
-from harness.report_html import FLOOR, to_html
+from harness.report.html import FLOOR, to_html
+from harness.report.model import AuditRow, MetricOut, Report, Result
+from harness.report.write import write_all
 
 SECTIONS = ("summary", "failures", "margins", "divergences", "audit", "results", "provenance")
 TAIL = "Traceback: worker exploded at line 7"

@@ -63,7 +63,8 @@ def test_the_rpc_reads_a_wrapped_worker_too():
 
 
 def test_a_runner_read_only_from_a_server_log_is_marked_unproven_in_the_report():
-    from harness.report import Report, Result, to_markdown
+    from harness.report.markdown import to_markdown
+    from harness.report.model import Report, Result
 
     def result(runner, proven):
         return Result(case_id="c", family="f", task="embed", runner=runner, runner_label=f"{runner} label",
@@ -77,7 +78,7 @@ def test_a_runner_read_only_from_a_server_log_is_marked_unproven_in_the_report()
 
 
 def test_pickle_is_allowed_only_where_the_probe_crosses_a_process():
-    from harness.platform import Platform
+    from harness.runners.platform import Platform
 
     flag = "VLLM_ALLOW_INSECURE_SERIALIZATION"
     assert Platform("cpu").worker_env("vllm-v1")[flag] is None  # in-process engine core: not needed

@@ -7,9 +7,9 @@ import subprocess
 import pytest
 
 from harness.cli import main
-from harness.matrix import load_matrix
-from harness.select import SelectionError, git_changed_files, narrow, select
-from harness.vllm_source import SourceError, VllmSource
+from harness.select.rows import SelectionError, git_changed_files, narrow, select
+from harness.select.vllm_source import SourceError, VllmSource
+from harness.spec.loader import load_matrix
 from tests.conftest import ROOT
 
 # A vLLM source tree in miniature: the registry, model modules that import each other, both model
@@ -168,9 +168,9 @@ def test_project_files(matrix, fake_vllm, monkeypatch, tmp_path):
     golden = _rows(matrix, fake_vllm, "golden/qwen2-rerank/manifest.json", origin="any")
     assert _case_ids(golden) == {"qwen2-rerank"} and ("qwen2-rerank", "hf") in golden
     assert len(_case_ids(_rows(matrix, fake_vllm, "m.yaml", origin="any"))) == 4  # its defaults reach all
-    assert len(_case_ids(_rows(matrix, fake_vllm, "harness/compare.py", origin="any"))) == 4
+    assert len(_case_ids(_rows(matrix, fake_vllm, "harness/judge/compare.py", origin="any"))) == 4
     monkeypatch.chdir(ROOT)
-    ref = _rows(matrix, fake_vllm, "harness/refmodels.py", origin="any")
+    ref = _rows(matrix, fake_vllm, "harness/models/refmodels.py", origin="any")
     assert _case_ids(ref) == {"colbert-tokens"}  # HF_ColBERT is a reference architecture; BERT is not
 
 
@@ -256,7 +256,7 @@ def test_models_config_py_selects_exactly_the_cases_it_configures_on_vllm_0_32()
     from vllm.model_executor.models.interfaces import is_hybrid
     from vllm.model_executor.models.registry import ModelRegistry
 
-    from harness.select import case_facts
+    from harness.select.rows import case_facts
 
     matrix = load_matrix(ROOT / "matrices/pooling.yaml")
     source = VllmSource.locate(None)

@@ -12,15 +12,16 @@ import httpx
 import numpy as np
 import pytest
 
-from harness.checks import expand_checks
-from harness.compare import measure
-from harness.inputs import input_set
-from harness.matrix import Case, MatrixError, Tolerance, load_matrix
-from harness.platform import Platform
-from harness.runners import model_runner_variant, runner_kind
+from harness.judge.compare import measure
+from harness.judge.verdict import check_not_in_effect, judge
 from harness.runners import serve_decode
-from harness.runners.serve import ServeRunner, ServerFailure, cli_args, free_port, runner_from_log
-from harness.verdict import check_not_in_effect, judge
+from harness.runners.platform import Platform
+from harness.runners.serve import ServerFailure, ServeRunner, cli_args, free_port, runner_from_log
+from harness.spec.checks import expand_checks
+from harness.spec.inputs import input_set
+from harness.spec.loader import load_matrix
+from harness.spec.runner_names import model_runner_variant, runner_kind
+from harness.spec.schema import Case, MatrixError, Tolerance
 
 
 def test_engine_kwargs_become_server_flags():

@@ -1,6 +1,6 @@
-from harness.execute import RunOutcome
-from harness.outputs import save_items
-from harness.session import verdict_for
+from harness.run.execute import RunOutcome
+from harness.run.session import verdict_for
+from harness.runners.outputs import save_items
 from tests.unit.test_compare import make_case, vecs
 
 
@@ -70,9 +70,9 @@ def test_a_runner_inserting_a_token_fails_against_the_golden_as_against_live_hf(
 
     import numpy as np
 
-    from harness import golden
-    from harness.inputs import input_set
-    from harness.session import golden_reference
+    from harness.judge import golden
+    from harness.run.session import golden_reference
+    from harness.spec.inputs import input_set
 
     model_dir = tmp_path / "model"
     model_dir.mkdir()

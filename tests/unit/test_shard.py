@@ -1,7 +1,7 @@
 import pytest
 
-from harness.matrix import load_matrix, model_group, parse_shard, shard_cases
-from harness.report import Report, Result, merge
+from harness.report.model import Report, Result, merge
+from harness.spec.loader import load_matrix, model_group, parse_shard, shard_cases
 from tests.conftest import ROOT
 
 

@@ -2,7 +2,7 @@
 
 import json
 
-from harness import versions
+from harness.engine import versions
 
 
 def _report(version, statuses, chose):

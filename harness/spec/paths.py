@@ -1,0 +1,33 @@
+"""Paths a matrix names, kept inside the folder they are relative to."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    root = os.environ.get("PARITY_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "parity-harness"
+    )
+    return Path(root)
+
+
+class UnsafePath(ValueError):
+    """A matrix path points outside the project and the cache, and absolute paths are not allowed."""
+
+
+
+def contained_path(raw: str, base: Path, what: str, relative_to: Path | None = None) -> Path:
+    """A path a matrix names. Relative paths resolve against `relative_to` (default: the matrix's
+    folder `base`) and must stay inside the project (the matrix folder's parent) or the harness
+    cache; anything else, absolute paths included, needs PARITY_ALLOW_ABSOLUTE_PATHS=1, so a matrix
+    from a pull request cannot read arbitrary files."""
+    p = Path(raw)
+    path = (Path(relative_to or base) / p).resolve() if not p.is_absolute() else p.resolve()
+    allowed = (Path(base).resolve().parent, cache_root().resolve())
+    inside = any(path == root or root in path.parents for root in allowed)
+    if not inside and os.environ.get("PARITY_ALLOW_ABSOLUTE_PATHS") != "1":
+        raise UnsafePath(f"{what} {raw!r} resolves to {path}, outside the project "
+                         f"({allowed[0]}) and the cache ({allowed[1]}); set PARITY_ALLOW_ABSOLUTE_PATHS=1 to allow it")
+    return path

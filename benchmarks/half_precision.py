@@ -69,8 +69,8 @@ def rejudge(matrix_path: str, report: dict) -> dict:
     from harness.run.execute import RunOutcome
     from harness.run.plan import REFERENCE_FP32
     from harness.run.session import metric_out, verdict_for
-    from harness.spec.checks import expand_checks
-    from harness.spec.loader import load_matrix
+    from harness.matrix.checks import expand_checks
+    from harness.run.matrices import load_matrix
 
     cases = {c.id: c for c in expand_checks(load_matrix(matrix_path).cases)}
     out = []

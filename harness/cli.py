@@ -26,9 +26,10 @@ from harness.run.progress import progress_reporter
 from harness.runners.platform import Platform, detect_device
 from harness.select.rows import SelectionError
 from harness.select.vllm_source import SourceError
-from harness.spec.loader import filter_cases, load_matrix, parse_shard, shard_cases
-from harness.spec.runner_names import RUNNER_NAMES
-from harness.spec.schema import MatrixError
+from harness.matrix.loader import filter_cases, parse_shard, shard_cases
+from harness.run.matrices import load_matrix
+from harness.matrix.runner_names import RUNNER_NAMES
+from harness.matrix.schema import MatrixError
 
 DEFAULT_MATRIX = "matrices/pooling.yaml"
 STYLE = {"pass": "green", "xfail": "yellow", "skip": "dim", "fail": "bold red", "error": "bold red", "xpass": "bold red"}
@@ -141,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                  "dtype": args.dtype}
     change = change_selection(args, matrix, cases)
     if change is not None and args.vllm_diff:
-        from harness.engine.under_test import not_the_checkout
+        from harness.engine.target import not_the_checkout
 
         other = not_the_checkout(Path(args.vllm_repo))
         if other:  # rows chosen by a change must run on the vLLM that has the change
@@ -181,7 +182,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif not cases:
         err.print(f"[red]no case of {args.matrix} matches {args.cases}[/]")
         return 2
-    from harness.engine.under_test import unsupported_here
+    from harness.engine.target import unsupported_here
 
     refused = unsupported_here()
     if refused:  # its internals (runner detection, start-up hooks) were never checked: refuse
@@ -190,7 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     platform = Platform(args.device or detect_device(), in_process_engine=not args.naive)
     run_dir = Path(args.out or f"runs/{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
     from harness.run.plan import needs_fp32_reference
-    from harness.spec.checks import expand_checks
+    from harness.matrix.checks import expand_checks
 
     total = sum(len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"])
                 for c in expand_checks(cases))
@@ -275,8 +276,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_inputs(args: argparse.Namespace) -> int:
     """What a case will send: an input set by name, or a file / folder of inputs users bring."""
-    from harness.spec.input_files import InputError, load
-    from harness.spec.inputs import INPUT_SET_NAMES, input_set, is_known
+    from harness.matrix.input_files import InputError, load
+    from harness.matrix.inputs import INPUT_SET_NAMES, input_set, is_known
 
     if is_known(args.what):
         inputs = input_set(args.what)

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec.loader import load_matrix, model_group
-from harness.spec.runner_names import RUNNER_NAMES
-from harness.spec.schema import Case, Matrix, MatrixError
+from harness.matrix.loader import model_group
+from harness.run.matrices import load_matrix
+from harness.matrix.runner_names import RUNNER_NAMES
+from harness.matrix.schema import Case, Matrix, MatrixError
 
 DEFAULT_MATRIX = "matrices/ci.yaml"
 
@@ -55,7 +56,7 @@ def _matrix(config: pytest.Config) -> Matrix:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "parity_result" not in metafunc.fixturenames:
         return
-    from harness.spec.checks import expand_checks
+    from harness.matrix.checks import expand_checks
 
     matrix = _matrix(metafunc.config)
     only = metafunc.config.getoption("--runners")

@@ -1,4 +1,4 @@
-"""One environment per vLLM under test (harness.engine.under_test's EngineSpec), reused while unchanged.
+"""One environment per vLLM under test (harness.engine.target's EngineSpec), reused while unchanged.
 
     python -m harness.engine.env ensure [--extras test,mteb]   # prints the environment as JSON
     python -m harness.engine.env overlay CHECKOUT DEST --base-pkg SITE/vllm --base-release R
@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.engine.under_test import (
+from harness.engine.target import (
     COMPILED_SOURCES,
     OVERLAY_STAMP,
     PINNED,

@@ -24,7 +24,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from harness.engine.env import ROOT, release_env
-from harness.engine.under_test import DISTRIBUTION, EngineSpecError, check_supported
+from harness.engine.target import DISTRIBUTION, EngineSpecError, check_supported
 
 # every release that installs here and runs (docs/releases.md)
 DEFAULT_RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")

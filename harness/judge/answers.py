@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.judge.metrics import ranks_as_reference, slack
-from harness.spec.inputs import query_groups
-from harness.spec.schema import Tolerance
+from harness.matrix.inputs import query_groups
+from harness.matrix.schema import Tolerance
 
 
 def rerank_problem(tolerance: Tolerance, ref: list[np.ndarray], items: tuple,

@@ -8,8 +8,8 @@ import numpy as np
 from harness.judge.answers import rerank_problem, usage_problem, usage_units
 from harness.judge.metrics import DEGENERATE_SPREAD, METRICS, MTEB_BOUNDS, f64
 from harness.judge.verdict import Measurement, Metric, Verdict, judge
-from harness.spec.inputs import distinct_inputs
-from harness.spec.schema import Case, Tolerance
+from harness.matrix.inputs import distinct_inputs
+from harness.matrix.schema import Case, Tolerance
 
 
 def reference_problem(ref: list[np.ndarray], n_inputs: int) -> str | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.spec.inputs import query_groups
-from harness.spec.schema import Tolerance
+from harness.matrix.inputs import query_groups
+from harness.matrix.schema import Tolerance
 
 REL_FLOOR = 1e-6  # |ref| below this counts as this, so max_rel stays finite near zero
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 if TYPE_CHECKING:
-    from harness.spec.schema import Case
+    from harness.matrix.schema import Case
 
 STATUSES = ("pass", "fail", "error", "skip", "xfail", "xpass")
 PASSING = ("pass", "xfail", "skip")
@@ -151,7 +151,7 @@ def _divergence(case: "Case", runner: str, v: Verdict, structural: bool = False)
     uncovered = [f"{m.name} {m.value:.3g} > {m.bound:.3g} (not in the envelope)" for m in v.metrics
                  if not m.ok and m.name not in envelope and m.name not in div.at_ceiling]
     # a metric recorded at its largest value must still be there (else the divergence changed)
-    from harness.spec.schema import METRIC_CEILINGS
+    from harness.matrix.schema import METRIC_CEILINGS
 
     left = [f"{m.name} {m.value:.3g}, recorded at its largest value {METRIC_CEILINGS[m.name]:g}"
             for m in v.metrics if m.name in div.at_ceiling and m.value != METRIC_CEILINGS[m.name]]
@@ -178,7 +178,7 @@ def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], M
         return Verdict("error", "not run (the run was interrupted or the worker never reached it)")
     if got.status != "ok":
         return runner_error(case, runner, got.status, got.reason, got.error)
-    from harness.spec.runner_names import model_runner_variant
+    from harness.matrix.runner_names import model_runner_variant
 
     variant = model_runner_variant(runner)
     actual = got.info.get("actual_runner")

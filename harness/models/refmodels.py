@@ -140,10 +140,10 @@ class JinaVLRanker(torch.nn.Module):
 
 def checkpoint_names(cls: type, state: dict) -> dict:
     """A reference module's state dict under the names its published checkpoints use."""
-    return {_renamed(k, getattr(cls, "checkpoint_prefixes", {})): v for k, v in state.items()}
+    return {renamed(k, getattr(cls, "checkpoint_prefixes", {})): v for k, v in state.items()}
 
 
-def _renamed(name: str, prefixes: dict[str, str]) -> str:
+def renamed(name: str, prefixes: dict[str, str]) -> str:
     for old, new in prefixes.items():
         if name.startswith(old):
             return new + name[len(old):]
@@ -170,7 +170,7 @@ def load_reference(model_dir: str, arch: str, dtype: torch.dtype, device: str = 
     config = transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True)
     model = cls(config)
     inverse = {new: old for old, new in getattr(cls, "checkpoint_prefixes", {}).items()}
-    state = {_renamed(k, inverse): v for k, v in load_file(str(Path(model_dir) / "model.safetensors")).items()}
+    state = {renamed(k, inverse): v for k, v in load_file(str(Path(model_dir) / "model.safetensors")).items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not k.endswith("_ids")]  # index buffers are rebuilt, not stored
     if missing or unexpected:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.models.cache import ModelUnavailable, fingerprint
-from harness.spec.paths import contained_path
-from harness.spec.schema import HubCacheModel, LocalModel, PackageModel, SyntheticModel
+from harness.matrix.paths import contained_path
+from harness.matrix.schema import HubCacheModel, LocalModel, PackageModel, SyntheticModel
 
 
 @dataclass(frozen=True)

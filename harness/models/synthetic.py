@@ -24,8 +24,8 @@ from typing import Callable
 import numpy as np
 
 from harness.models.cache import fingerprint
-from harness.spec.paths import cache_root
-from harness.spec.schema import SyntheticModel
+from harness.matrix.paths import cache_root
+from harness.matrix.schema import SyntheticModel
 
 # bump when a builder's output changes for the same spec
 BUILDER_VERSION = 2
@@ -561,9 +561,9 @@ def build(spec: SyntheticModel, target: Path) -> str:
 def _rename_saved_weights(path: Path, prefixes: dict[str, str]) -> None:
     from safetensors.numpy import load_file, save_file
 
-    from harness.models.refmodels import _renamed
+    from harness.models.refmodels import renamed
 
-    save_file({_renamed(k, prefixes): v for k, v in load_file(str(path)).items()}, str(path), metadata={"format": "pt"})
+    save_file({renamed(k, prefixes): v for k, v in load_file(str(path)).items()}, str(path), metadata={"format": "pt"})
 
 
 def _write_sentence_transformers(out: Path, spec: SyntheticModel, dim: int, max_len: int) -> None:

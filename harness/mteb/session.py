@@ -16,10 +16,10 @@ from harness.judge.verdict import Metric, gate
 from harness.report.model import MetricOut, ReferenceResult, Report, Result
 from harness.run.execute import Executor, Progress, RunOutcome
 from harness.run.plan import ModelProblem, build_plan
-from harness.run.session import _now, execute, new_report
+from harness.run.session import utc_now, execute, new_report
 from harness.runners.platform import Platform
-from harness.spec.runner_names import REFERENCE_RUNNER
-from harness.spec.schema import Case, Matrix
+from harness.matrix.runner_names import REFERENCE_RUNNER
+from harness.matrix.schema import Case, Matrix
 
 EXPECTED_DIR = "mteb"  # under the golden folder: golden/mteb/<case>.json
 
@@ -71,7 +71,7 @@ def mteb_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Pla
                  runners: list[str] | None = None, record_expected: bool = False, shuffle_seed: int | None = 0,
                  progress: Progress | None = None) -> Report:
     cases = [c for c in cases if c.mteb_tasks]
-    started, t0 = _now(), time.perf_counter()
+    started, t0 = utc_now(), time.perf_counter()
     plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners)
     outcomes, partial = execute(Executor(plan, run_dir, progress=progress, make_request=_request(shuffle_seed)))
     results: list[Result] = []

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.judge.verdict import is_failing
-from harness.report.markdown import _md_escape
+from harness.report.markdown import md_escape
 from harness.report.model import Report, Result, headline
 from harness.runners.outputs import load_items
 
@@ -207,14 +207,14 @@ def to_markdown(d: Diff, old: Report, new: Report) -> str:
              f"`{new.matrix}` @ {(new.git_commit or '?')[:10]} ({new.started})", ""]
     for _, title, rows in change_tables(d):
         lines += [f"### {title}", "", "| " + " | ".join(CHANGE_HEAD) + " |", "|---" * len(CHANGE_HEAD) + "|"]
-        lines += [f"| `{c}` | {r} | {b} | {a} | {_md_escape(x)} |" for c, r, b, a, x in rows]
+        lines += [f"| `{c}` | {r} | {b} | {a} | {md_escape(x)} |" for c, r, b, a, x in rows]
         lines.append("")
     if not d.changes:
         lines += ["Nothing moved.", ""]
     if d.outputs is not None:
         text, shown, identical = output_summary(d.outputs)
         lines += ["### Outputs compared directly (OLD vs NEW)", "", text + ".", ""]
-        row = lambda x: f"| `{x.case_id}` | {x.runner} | {_fmt_delta(x)} | {_md_escape(x.problem)} |"
+        row = lambda x: f"| `{x.case_id}` | {x.runner} | {_fmt_delta(x)} | {md_escape(x.problem)} |"
         head = ["| " + " | ".join(OUTPUT_HEAD) + " |", "|---" * len(OUTPUT_HEAD) + "|"]
         if shown:
             lines += head + [row(x) for x in shown] + [""]

@@ -359,7 +359,7 @@ def _provenance(report: Report) -> str:
         ("device", report.device), ("shard", report.shard or "-"),
         ("started / finished", f"{report.started} / {report.finished or '-'}"),
     ]
-    from harness.engine.under_test import describe_provenance
+    from harness.engine.target import describe_provenance
 
     facts += [("vLLM under test", describe_provenance(p)) for p in report.vllm_under_test]
     facts += [(f"versions ({who})", v) for who, v in _versions(report)]

@@ -30,7 +30,7 @@ def _own_error(m: MetricOut) -> str:
 
 
 
-def _md_escape(s: str) -> str:
+def md_escape(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
@@ -77,7 +77,7 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
         t = (r.load_seconds or 0) + (r.run_seconds or 0)
         reason = r.reason if len(r.reason) <= max_reason else r.reason[: max_reason - 1] + "…"
         row = (f"| `{r.case_id}` | {r.runner_label} | **{r.status}** | {metrics_cell(r)} | "
-               f"{t:.1f} s | {_md_escape(reason)} |")
+               f"{t:.1f} s | {md_escape(reason)} |")
         if sum(len(x) + 1 for x in lines) + len(row) > MARKDOWN_BUDGET * 0.7:
             rest = [x for x in rows if x.status not in ("xfail", "pass")][shown:]
             lines.append(f"| … | | | | | {len(rest)} more rows not shown (the comment limit); all are in report.json |")
@@ -93,24 +93,24 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
         lines += ["", "### Expected divergences (recorded in the matrix; they do not fail the gate)", "",
                   "| case | runner | measured now | recorded |", "|---|---|---|---|"]
         for r in expected:
-            lines.append(f"| `{r.case_id}` | {r.runner_label} | {metrics_cell(r)} | {_md_escape(r.reason[:max_reason])} |")
+            lines.append(f"| `{r.case_id}` | {r.runner_label} | {metrics_cell(r)} | {md_escape(r.reason[:max_reason])} |")
     if report.audit:
         lines += ["", "### Default-runner audit (vLLM left to decide: `vllm-auto`)", "",
                   "| family | case | expected | actual | why |", "|---|---|---|---|---|"]
         for a in sorted(report.audit, key=lambda a: (a.family, a.case_id)):
             mark = "" if a.ok else " ❌"
             lines.append(f"| {a.family} | `{a.case_id}` | {(a.expected or '-').upper()} | "
-                         f"{(a.actual or '-').upper()}{mark} | {_md_escape(a.why)} |")
+                         f"{(a.actual or '-').upper()}{mark} | {md_escape(a.why)} |")
     bad_refs = [x for x in report.references if x.status != "ok"]
     if bad_refs:
         lines += ["", "### Reference (hf) problems", ""]
-        lines += [f"- `{x.case_id}`: **{x.status}** {_md_escape(x.reason[:max_reason])}" for x in bad_refs]
+        lines += [f"- `{x.case_id}`: **{x.status}** {md_escape(x.reason[:max_reason])}" for x in bad_refs]
     unproven = sorted({r.runner_label for r in report.results
                        if r.info.get("runner_proven") is False})
     if unproven:
         lines += ["", "⚠️ Which model runner ran was not read from the engine (server log only, "
                   "unproven) for: " + ", ".join(unproven)]
-    from harness.engine.under_test import describe_provenance
+    from harness.engine.target import describe_provenance
 
     lines += ["", *(f"Under test: {describe_provenance(p)}" for p in report.vllm_under_test)]
     lines += ["", f"<sub>parity-harness {report.harness_version}"

@@ -106,7 +106,7 @@ class Report(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def vllm_under_test(self) -> list[dict[str, Any]]:
-        """Each distinct vLLM the runner workers ran (harness.engine.under_test.vllm_provenance): its
+        """Each distinct vLLM the runner workers ran (harness.engine.target.vllm_provenance): its
         version, and for a checkout its path, commit and whether the tree was dirty."""
         seen: dict[str, dict[str, Any]] = {}
         for r in self.results:

@@ -15,8 +15,8 @@ from harness.run.plan import REFERENCE_FP32, Load, ModelProblem, Plan
 from harness.runners import LoadRequest
 from harness.runners.memory import resource_hint
 from harness.runners.pool import Worker, WorkerFailure
-from harness.spec.inputs import input_set
-from harness.spec.schema import Case
+from harness.matrix.inputs import input_set
+from harness.matrix.schema import Case
 
 
 @dataclass

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from harness.models.resolve import ModelUnavailable, ResolvedModel, resolve
 from harness.runners.platform import Platform
-from harness.spec.runner_names import REFERENCE_RUNNER
-from harness.spec.schema import HALF_DTYPES, Case
+from harness.matrix.runner_names import REFERENCE_RUNNER
+from harness.matrix.schema import HALF_DTYPES, Case
 
 # the HF reference run again in float32 beside a half-precision run: the yardstick its
 # calibrated bounds are measured from (runs in the `hf` worker; outcomes are keyed by this name)

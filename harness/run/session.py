@@ -16,11 +16,11 @@ from harness.run.execute import Executor, Progress, RunOutcome, Timeouts
 from harness.run.plan import REFERENCE_FP32, ModelProblem, Plan, build_plan, needs_fp32_reference
 from harness.runners.outputs import load_items, save_items
 from harness.runners.platform import Platform
-from harness.spec.checks import expand_checks
-from harness.spec.inputs import input_set
-from harness.spec.runner_names import REFERENCE_RUNNER
-from harness.spec.schema import Case, Matrix
-from harness.spec.tasks import task_kind
+from harness.matrix.checks import expand_checks
+from harness.matrix.inputs import input_set
+from harness.matrix.runner_names import REFERENCE_RUNNER
+from harness.matrix.schema import Case, Matrix
+from harness.matrix.tasks import task_kind
 
 
 def _git_commit() -> str | None:
@@ -32,7 +32,7 @@ def _git_commit() -> str | None:
         return None
 
 
-def _now() -> str:
+def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -49,7 +49,7 @@ def new_report(matrix: Matrix, device: str, started: str, wall: float, partial: 
     return Report(
         harness_version=__version__, git_commit=_git_commit(), command=list(sys.argv), matrix=matrix.path,
         matrix_sha256=matrix.sha256, device=device,
-        started=started, finished=_now(), wall_seconds=wall, partial=bool(partial), partial_reason=partial, **fields,
+        started=started, finished=utc_now(), wall_seconds=wall, partial=bool(partial), partial_reason=partial, **fields,
     )
 
 
@@ -202,7 +202,7 @@ def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platfo
     """Run cases on their runners and compare each to the reference: HF live, or its golden."""
     if against not in ("hf", "golden"):
         raise ValueError(f"against must be 'hf' or 'golden', got {against!r}")
-    started, t0 = _now(), time.perf_counter()
+    started, t0 = utc_now(), time.perf_counter()
     cases = expand_checks(cases, seed=shuffle_seed)
     plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners, dtype=dtype,
                       with_reference=against == "hf", one_load_per_case=naive, fp32_reference=True)
@@ -237,7 +237,7 @@ def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: P
     on purpose. A golden made from other weights or inputs is refused unless updating."""
     if mode not in ("record", "verify", "update"):
         raise ValueError(f"mode must be record, verify or update, got {mode!r}")
-    started, t0 = _now(), time.perf_counter()
+    started, t0 = utc_now(), time.perf_counter()
     plan = build_plan(cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER],
                       fp32_reference=True)
     outcomes, partial = execute(Executor(plan, run_dir, timeouts=timeouts, progress=progress))
@@ -317,4 +317,4 @@ def _golden_ids(g: golden.Golden) -> list | None:
 
 def empty_report(matrix: Matrix, device: str) -> Report:
     """The report of a shard that received no case."""
-    return new_report(matrix, device, _now(), 0.0)
+    return new_report(matrix, device, utc_now(), 0.0)

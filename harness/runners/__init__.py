@@ -14,9 +14,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from harness.spec.runner_names import runner_kind
+from harness.matrix.runner_names import runner_kind
 
-# runner kind (harness.spec.runner_names.KINDS) -> "module:Class", imported only inside the worker that needs it
+# runner kind (harness.matrix.runner_names.KINDS) -> "module:Class", imported only inside the worker that needs it
 _REGISTRY: dict[str, str] = {
     "hf": "harness.runners.hf:HFRunner",
     "vllm": "harness.runners.vllm:VllmRunner",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.spec.runner_names import model_runner_variant
+from harness.matrix.runner_names import model_runner_variant
 
 Device = Literal["cpu", "cuda"]
 DTYPES = ("float32", "bfloat16", "float16")
@@ -116,7 +116,7 @@ def vllm_dist_alias() -> str | None:
     whatever backend is registered (0.32 reads vllm.__version__ instead). None when not needed."""
     import importlib.util
 
-    from harness.engine.under_test import _version_of
+    from harness.engine.target import version_of
 
     spec = importlib.util.find_spec("vllm")
     if spec is None or not spec.origin:
@@ -128,9 +128,9 @@ def vllm_dist_alias() -> str | None:
         return None
     if 'version("vllm")' not in check:
         return None
-    version = _version_of(pkg)
+    version = version_of(pkg)
     version = f"{version}.cpu" if "+" in version else f"{version}+cpu"
-    from harness.spec.paths import cache_root
+    from harness.matrix.paths import cache_root
 
     site = cache_root() / "vllm-dist-alias" / version
     meta = site / f"vllm-{version}.dist-info" / "METADATA"

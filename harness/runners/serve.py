@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.under_test import vllm_provenance
+from harness.engine.target import vllm_provenance
 from harness.runners import LoadRequest, pool
 from harness.runners.serve_decode import ServerFailure, decode_base64, match_rerank, same_length
 
@@ -211,7 +211,7 @@ class ServeRunner:
             raise ServerFailure(f"{e}\n--- server log tail ---\n{log_tail(self.log_path) if self.log_path else ''}") from None
 
     def _run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
-        from harness.spec.checks import run_with_options
+        from harness.runners.options import run_with_options
 
         # (input index, item): messages name the item as the case numbers it, whatever the send order
         numbered = [(i, tuple(it) if isinstance(it, list) else it) for i, it in enumerate(items)]  # pairs arrive as lists
@@ -261,7 +261,7 @@ class ServeRunner:
     async def _rerank_all(self, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
         """Each query with its documents as one /rerank request (all documents), plus one with
         top_n when the case sets it; answers are matched to documents by their `index`."""
-        from harness.spec.inputs import query_groups
+        from harness.matrix.inputs import query_groups
 
         send = _Limited(options)
         top_n = options.get("top_n")

@@ -136,7 +136,7 @@ class VllmRunner:
         import vllm
         from vllm import LLM
 
-        from harness.engine.under_test import vllm_provenance
+        from harness.engine.target import vllm_provenance
         from harness.runners.memory import kv_budget_of
         from harness.runners.platform import Platform
 
@@ -186,7 +186,7 @@ class VllmRunner:
         (one request per call), warm_prefix_cache (send everything twice, keep the second
         answers), truncate (keep this many tokens, as tokenizer(truncation=True, max_length=N))."""
         assert self.llm is not None, "run before load"
-        from harness.spec.checks import run_with_options
+        from harness.runners.options import run_with_options
 
         tok = {"truncation": True, "max_length": int(options["truncate"])} if options.get("truncate") else None
         dims = int(options["dimensions"]) if options.get("dimensions") else None
@@ -250,7 +250,7 @@ def _vllm_version() -> str:
 
 def _prompt(item):
     """A text prompt as is; an image reference as vLLM's multimodal prompt with an empty text."""
-    from harness.spec.images import image, is_image
+    from harness.matrix.images import image, is_image
 
     if is_image(item):
         return {"prompt": "", "multi_modal_data": {"image": image(item["image"])}}
@@ -285,7 +285,7 @@ def _score_input(item):
     import base64
     import io
 
-    from harness.spec.images import image, is_image
+    from harness.matrix.images import image, is_image
 
     if not is_image(item):
         return item

@@ -117,8 +117,8 @@ def _mteb(runner, msg: dict) -> dict:
     restored (as vLLM's own MTEB encoder does), so scheduling bugs surface."""
     from pathlib import Path
 
-    from harness.mteb.eval import evaluate
-    from harness.spec.checks import run_with_options
+    from harness.runners.mteb import evaluate
+    from harness.runners.options import run_with_options
 
     opts = dict(msg.get("options", {}))
     shuffle = {"shuffle_seed": msg["shuffle_seed"]} if msg.get("shuffle_seed") is not None else {}

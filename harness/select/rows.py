@@ -23,9 +23,9 @@ from typing import Literal
 import yaml
 
 from harness.select.vllm_source import CONFIG_MAP_FILE, MODELS_DIR, REGISTRY, VllmSource
-from harness.spec.checks import expand_checks
-from harness.spec.runner_names import REFERENCE_RUNNER, model_runner_variant
-from harness.spec.schema import Case, Matrix, SyntheticModel
+from harness.matrix.checks import expand_checks
+from harness.matrix.runner_names import REFERENCE_RUNNER, model_runner_variant
+from harness.matrix.schema import Case, Matrix, SyntheticModel
 
 Origin = Literal["any", "vllm"]  # `--vllm-diff` names only vLLM files; `--changed-files` either kind
 # which rows a rule touches: every row, every vLLM row, one model runner's, offline or server rows
@@ -77,7 +77,7 @@ class Effect:
 @functools.lru_cache(maxsize=1)
 def _version_under_test() -> str | None:
     """The version of the vLLM this environment runs (read as text, never imported)."""
-    from harness.engine.under_test import vllm_provenance
+    from harness.engine.target import vllm_provenance
 
     return vllm_provenance().get("version")
 

@@ -14,8 +14,8 @@ import torch
 from harness.models.resolve import resolve
 from harness.runners import LoadRequest
 from harness.runners.hf import HFRunner
-from harness.spec.inputs import input_set
-from harness.spec.loader import load_matrix
+from harness.matrix.inputs import input_set
+from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 from tests.integration.offdevice import DEVICE, MixedDevices, OffDevice, left_behind
 

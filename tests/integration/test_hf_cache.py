@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from harness.models.resolve import _resolve_package
-from harness.spec.schema import PackageModel
+from harness.matrix.schema import PackageModel
 from tests.conftest import ROOT
 
 REV = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf"

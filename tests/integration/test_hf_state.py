@@ -16,8 +16,8 @@ from harness.models.resolve import resolve
 from harness.runners import LoadRequest
 from harness.runners.outputs import load_items
 from harness.runners.pool import Worker
-from harness.spec.inputs import input_set
-from harness.spec.loader import load_matrix
+from harness.matrix.inputs import input_set
+from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 
 MATRIX = ROOT / "matrices" / "pooling.yaml"

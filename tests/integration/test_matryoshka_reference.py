@@ -14,7 +14,7 @@ from sentence_transformers import SentenceTransformer
 from harness.models.resolve import resolve
 from harness.runners import LoadRequest
 from harness.runners.hf import HFRunner
-from harness.spec.loader import load_matrix
+from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 
 MATRIX = ROOT / "matrices" / "serve.yaml"

@@ -7,8 +7,9 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-from harness.spec.checks import expand_checks
-from harness.spec.loader import load_matrix, model_group
+from harness.matrix.checks import expand_checks
+from harness.matrix.loader import model_group
+from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 
 CASES = ["bert-tiny-mean-embed", "bert-tiny-token-classify"]

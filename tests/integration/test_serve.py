@@ -100,7 +100,7 @@ def live_server():
     from harness.models.resolve import resolve
     from harness.runners import LoadRequest, serve
     from harness.runners.platform import Platform
-    from harness.spec.schema import SyntheticModel
+    from harness.matrix.schema import SyntheticModel
 
     model = resolve(SyntheticModel(source="synthetic", arch="BertModel", seed=0, pooling="mean", normalize=True), ROOT)
     env = Platform("cpu").worker_env("vllm-serve-v1")

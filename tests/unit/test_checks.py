@@ -1,6 +1,7 @@
 import pytest
 
-from harness.spec.checks import CHECKS, expand_checks, run_with_options
+from harness.matrix.checks import CHECKS, expand_checks
+from harness.runners.options import run_with_options
 from tests.unit.test_compare import make_case
 
 
@@ -43,8 +44,8 @@ def test_a_runner_that_loses_an_item_is_not_hidden_by_reordering():
 def test_matrix_rejects_internal_keys_and_at_in_ids(write_matrix):
     import pytest
 
-    from harness.spec.loader import load_matrix
-    from harness.spec.schema import MatrixError
+    from harness.run.matrices import load_matrix
+    from harness.matrix.schema import MatrixError
     from tests.unit.test_matrix import BASE
 
     with pytest.raises(MatrixError, match="'variant_of' is set by the harness"):
@@ -61,8 +62,8 @@ def test_matrix_rejects_internal_keys_and_at_in_ids(write_matrix):
 def test_a_check_that_fits_none_of_the_case_runners_is_a_matrix_error(write_matrix, capsys,
                                                                       runners, check, fits):
     from harness.cli import main
-    from harness.spec.loader import load_matrix
-    from harness.spec.schema import MatrixError
+    from harness.run.matrices import load_matrix
+    from harness.matrix.schema import MatrixError
     from tests.unit.test_matrix import BASE
 
     text = BASE.replace("runners: [hf, vllm-v1]", f"runners: {runners}")
@@ -77,7 +78,7 @@ def test_a_check_that_fits_none_of_the_case_runners_is_a_matrix_error(write_matr
 
 
 def test_a_check_on_one_fitting_runner_loads(write_matrix):
-    from harness.spec.loader import load_matrix
+    from harness.run.matrices import load_matrix
     from tests.unit.test_matrix import BASE
 
     (case,) = load_matrix(write_matrix(BASE + "    checks: [shuffle]\n")).cases
@@ -85,7 +86,7 @@ def test_a_check_on_one_fitting_runner_loads(write_matrix):
 
 
 def test_an_including_matrix_that_selects_away_a_misfit_case_loads(write_matrix):
-    from harness.spec.loader import load_matrix
+    from harness.run.matrices import load_matrix
     from tests.unit.test_matrix import BASE
 
     write_matrix(BASE + "    checks: [shuffle]\n", name="base.yaml")

@@ -3,7 +3,7 @@ import pytest
 
 from harness.judge.compare import compare, degenerate_reference
 from harness.judge.metrics import cosine_distance, max_abs, max_rel, rank_disagreement
-from harness.spec.schema import Case, Tolerance
+from harness.matrix.schema import Case, Tolerance
 
 TOL = Tolerance(cosine_distance=1e-6, max_abs=1e-5)
 
@@ -148,7 +148,7 @@ def _tied_adversarial_scores():
     """Reference scores of the adversarial cross-encoder pairs, shaped as its golden is: the NFC
     and NFD spellings of one word (items 3, 4) score exactly alike, and so does the duplicate pair
     (items 11, 12, one query group of its own)."""
-    from harness.spec.inputs import input_set, query_groups
+    from harness.matrix.inputs import input_set, query_groups
 
     items = input_set("adversarial-pairs").items
     groups = query_groups(items)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from harness.engine import under_test as engine
+from harness.engine import target as engine
 from harness.engine.env import build_overlay, compiled_sources_differ
-from harness.engine.under_test import EngineSpecError, parse_spec
+from harness.engine.target import EngineSpecError, parse_spec
 from tests.conftest import ROOT
 
 
@@ -72,7 +72,7 @@ def test_overlay_is_the_checkouts_python_over_the_release_binaries(tmp_path, rel
     assert (pkg / "sub" / "__init__.py").read_text() == "X = 'checkout'\n"  # the checkout's Python wins
     assert (pkg / "_C.abi3.so").resolve() == (release_pkg / "_C.abi3.so").resolve()  # the release's binaries
     assert (pkg / "sub" / "fs_io_C.abi3.so").is_symlink()
-    code = ("import json, vllm, vllm.sub; from harness.engine.under_test import vllm_provenance; "
+    code = ("import json, vllm, vllm.sub; from harness.engine.target import vllm_provenance; "
             "print(json.dumps([vllm.__version__, vllm.sub.X, vllm_provenance()]))")
     env = {"PYTHONPATH": f"{dest}:{ROOT}", "PATH": "/usr/bin:/bin"}
     version, x, prov = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
@@ -172,7 +172,7 @@ def test_a_git_ref_is_exported_once_and_recorded_with_its_commit(tmp_path, relea
     tree, commit = export_ref(spec.repo, spec.ref)
     assert (tree / "vllm" / "x.py").read_text() == "V = 1\n" and export_ref(repo, "feature") == (tree, commit)
     dest = build_overlay(tree, release_pkg, "0.32.0", tmp_path / "overlay", spec.describe(), commit, repo)
-    code = "import json; from harness.engine.under_test import vllm_provenance; print(json.dumps(vllm_provenance()))"
+    code = "import json; from harness.engine.target import vllm_provenance; print(json.dumps(vllm_provenance()))"
     prov = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                      env={"PYTHONPATH": f"{dest}:{ROOT}", "PATH": "/usr/bin:/bin"}).stdout)
     assert prov["checkout"]["commit"] == commit and prov["checkout"]["dirty"] is False

@@ -136,7 +136,7 @@ def test_every_shipped_and_test_matrix_bounds_every_dtype():
     """A GPU run (bfloat16 by default) of any matrix must find bounds: no case lists only float32."""
     from pathlib import Path
 
-    from harness.spec.loader import load_matrix
+    from harness.run.matrices import load_matrix
 
     root = Path(__file__).resolve().parents[2]
     paths = [*sorted((root / "matrices").glob("*.yaml")), *sorted((root / "tests" / "integration" / "data").glob("*.yaml")),

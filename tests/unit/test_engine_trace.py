@@ -7,13 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 
-import harness.spec.checks
+import harness.runners.options
 from harness.judge.verdict import Measurement, Metric, check_not_in_effect, outcome_verdict
 from harness.run.execute import RunOutcome
 from harness.runners.engine_trace import EngineTrace, attach, summarize
 from harness.runners.vllm import VllmRunner
 from harness.runners.worker import _requests
-from harness.spec.checks import expand_checks
+from harness.matrix.checks import expand_checks
 from tests.unit.test_compare import make_case
 
 TEXTS = [" ".join(["word"] * n) for n in (3, 9, 5, 14, 7, 2, 11, 6)]  # 5..16 tokens with specials
@@ -113,11 +113,11 @@ def test_shuffle_and_one_by_one_in_effect_pass_and_their_base_run_would_not(tmp_
 def test_a_request_pattern_that_never_reaches_the_engine_is_an_error(monkeypatch, tmp_path,
                                                                      dropped, check):
     """Seeded mutation: the runner loses the option on its way to the engine."""
-    real = harness.spec.checks.run_with_options
+    real = harness.runners.options.run_with_options
 
     def lossy(call, items, options):
         return real(call, items, {k: v for k, v in options.items() if k != dropped})
-    monkeypatch.setattr(harness.spec.checks, "run_with_options", lossy)
+    monkeypatch.setattr(harness.runners.options, "run_with_options", lossy)
     (derived,) = [c for c in expand_checks([make_case(checks=[check])], seed=3) if c.variant_of]
     requests = _run(derived.run_options, tmp=tmp_path)
     ref = RunOutcome("c", "hf", "ok", output="y")

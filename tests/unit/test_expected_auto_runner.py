@@ -5,8 +5,8 @@ import pytest
 
 from harness.judge.verdict import outcome_verdict
 from harness.run.execute import RunOutcome
-from harness.spec.loader import load_matrix
-from harness.spec.schema import MatrixError
+from harness.run.matrices import load_matrix
+from harness.matrix.schema import MatrixError
 from tests.unit.test_matrix import BASE
 
 BY_RELEASE = BASE.replace("runners: [hf, vllm-v1]", "runners: [hf, vllm-auto]") + \

@@ -75,7 +75,7 @@ def test_golden_without_a_reference_key_is_refused(tmp_path):
 
 def test_reference_key_resolves_the_recipe_from_the_checkpoint(tmp_path):
     from harness.runners.hf import RECIPE_VERSIONS
-    from harness.spec.schema import Case
+    from harness.matrix.schema import Case
 
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["CLIPModel"]}))
     case = Case.model_validate(dict(id="c", family="f", task="embed", model={"source": "local", "path": "x"},
@@ -142,7 +142,7 @@ def test_killed_update_leaves_the_old_golden(tmp_path, monkeypatch):
 
 
 def test_committed_goldens_cover_the_default_matrix():
-    from harness.spec.loader import load_matrix
+    from harness.run.matrices import load_matrix
     from tests.conftest import ROOT
 
     for case in load_matrix(ROOT / "matrices" / "pooling.yaml").cases:

@@ -14,8 +14,8 @@ from harness.run.execute import RunOutcome
 from harness.run.plan import REFERENCE_FP32, needs_fp32_reference
 from harness.run.session import verdict_for
 from harness.runners.outputs import save_items
-from harness.spec.loader import load_matrix
-from harness.spec.schema import Case, MatrixError, Tolerance
+from harness.run.matrices import load_matrix
+from harness.matrix.schema import Case, MatrixError, Tolerance
 
 POOLING = Path(__file__).resolve().parents[2] / "matrices" / "pooling.yaml"
 RNG = np.random.default_rng(0)
@@ -89,7 +89,7 @@ def embed_case():
 
 
 def _n_short_texts(case):
-    from harness.spec.inputs import input_set
+    from harness.matrix.inputs import input_set
 
     return len(input_set(case.inputs).items)
 
@@ -249,7 +249,7 @@ def test_every_half_precision_bound_of_the_default_matrix_is_calibrated():
 
 def test_a_half_precision_golden_reads_its_float32_reference_from_beside_it(tmp_path, embed_case):
     from harness.run.session import FP32_SIDECAR, golden_fp32_reference
-    from harness.spec.inputs import input_set
+    from harness.matrix.inputs import input_set
 
     missing = golden_fp32_reference(tmp_path, embed_case, "fp")
     assert missing.status == "error" and "no float32 reference beside it" in missing.reason

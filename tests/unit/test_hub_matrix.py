@@ -4,8 +4,8 @@ command that fetches its model (at its pinned revision), and the run says nothin
 import json
 
 from harness.cli import main
-from harness.spec.loader import load_matrix
-from harness.spec.schema import HubCacheModel
+from harness.run.matrices import load_matrix
+from harness.matrix.schema import HubCacheModel
 from tests.conftest import ROOT
 
 HUB = ROOT / "matrices" / "hub.yaml"
@@ -44,7 +44,7 @@ def test_a_hub_case_with_mteb_tasks_fed_identical_outputs_passes_the_real_compar
     from harness.run.execute import RunOutcome
     from harness.run.session import verdict_for
     from harness.runners.outputs import save_items
-    from harness.spec.inputs import input_set
+    from harness.matrix.inputs import input_set
 
     cases = [c for c in load_matrix(HUB).cases if c.mteb_tasks and c.variant_of is None]
     assert {c.task for c in cases} == {"embed", "score"}
@@ -84,7 +84,7 @@ families: {f: {}}
 """
     import pytest
 
-    from harness.spec.schema import MatrixError
+    from harness.matrix.schema import MatrixError
 
     p = write_matrix(text)
     with pytest.raises(MatrixError,

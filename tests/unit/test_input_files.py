@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from harness.spec.inputs import input_set
-from harness.spec.loader import load_matrix
-from harness.spec.schema import MatrixError
+from harness.matrix.inputs import input_set
+from harness.run.matrices import load_matrix
+from harness.matrix.schema import MatrixError
 
 HEAD = """
 families:

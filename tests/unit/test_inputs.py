@@ -1,5 +1,5 @@
-from harness.spec import images
-from harness.spec.inputs import input_set, query_groups
+from harness.matrix import images
+from harness.matrix.inputs import input_set, query_groups
 
 
 def test_image_documents_are_hashed_over_their_pixels(monkeypatch):

@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from harness.spec.loader import load_matrix
-from harness.spec.schema import MatrixError
+from harness.run.matrices import load_matrix
+from harness.matrix.schema import MatrixError
 from tests.conftest import ROOT
 
 BASE = """

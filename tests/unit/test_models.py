@@ -10,7 +10,7 @@ from safetensors.numpy import load_file, save_file
 from harness.models.cache import fingerprint
 from harness.models.resolve import ModelUnavailable, resolve
 from harness.models.synthetic import seeded_values, spec_dir
-from harness.spec.schema import HubCacheModel, PackageModel, SyntheticModel
+from harness.matrix.schema import HubCacheModel, PackageModel, SyntheticModel
 
 SPEC = SyntheticModel(source="synthetic", arch="BertModel", seed=3, pooling="mean", normalize=True)
 
@@ -114,8 +114,8 @@ def test_an_edited_architecture_is_a_new_checkpoint_not_a_stale_one(monkeypatch)
 
 
 def test_matrix_paths_cannot_escape_project_or_cache(tmp_path, monkeypatch):
-    from harness.spec.paths import UnsafePath
-    from harness.spec.schema import LocalModel
+    from harness.matrix.paths import UnsafePath
+    from harness.matrix.schema import LocalModel
 
     project = tmp_path / "project"
     (project / "matrices").mkdir(parents=True)
@@ -149,11 +149,11 @@ def test_reference_checkpoint_names_round_trip():
     """A reference architecture saved under its hub names loads back strictly (JinaVL: visual.*)."""
     import torch
 
-    from harness.models.refmodels import JinaVLRanker, _renamed, checkpoint_names
+    from harness.models.refmodels import JinaVLRanker, renamed, checkpoint_names
 
     state = {"model.visual.blocks.0.attn.qkv.weight": torch.zeros(1), "model.language_model.norm.weight": torch.zeros(1),
              "score.0.weight": torch.zeros(1)}
     saved = checkpoint_names(JinaVLRanker, state)
     assert sorted(saved) == ["model.language_model.norm.weight", "score.0.weight", "visual.blocks.0.attn.qkv.weight"]
     inverse = {new: old for old, new in JinaVLRanker.checkpoint_prefixes.items()}
-    assert {_renamed(k, inverse) for k in saved} == set(state)
+    assert {renamed(k, inverse) for k in saved} == set(state)

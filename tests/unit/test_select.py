@@ -9,7 +9,7 @@ import pytest
 from harness.cli import main
 from harness.select.rows import SelectionError, git_changed_files, narrow, select
 from harness.select.vllm_source import SourceError, VllmSource
-from harness.spec.loader import load_matrix
+from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 
 # A vLLM source tree in miniature: the registry, model modules that import each other, both model

@@ -17,11 +17,11 @@ from harness.judge.verdict import check_not_in_effect, judge
 from harness.runners import serve_decode
 from harness.runners.platform import Platform
 from harness.runners.serve import ServerFailure, ServeRunner, cli_args, free_port, runner_from_log
-from harness.spec.checks import expand_checks
-from harness.spec.inputs import input_set
-from harness.spec.loader import load_matrix
-from harness.spec.runner_names import model_runner_variant, runner_kind
-from harness.spec.schema import Case, MatrixError, Tolerance
+from harness.matrix.checks import expand_checks
+from harness.matrix.inputs import input_set
+from harness.run.matrices import load_matrix
+from harness.matrix.runner_names import model_runner_variant, runner_kind
+from harness.matrix.schema import Case, MatrixError, Tolerance
 
 
 def test_engine_kwargs_become_server_flags():

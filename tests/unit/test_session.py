@@ -72,7 +72,7 @@ def test_a_runner_inserting_a_token_fails_against_the_golden_as_against_live_hf(
 
     from harness.judge import golden
     from harness.run.session import golden_reference
-    from harness.spec.inputs import input_set
+    from harness.matrix.inputs import input_set
 
     model_dir = tmp_path / "model"
     model_dir.mkdir()

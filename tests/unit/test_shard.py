@@ -1,7 +1,8 @@
 import pytest
 
 from harness.report.model import Report, Result, merge
-from harness.spec.loader import load_matrix, model_group, parse_shard, shard_cases
+from harness.matrix.loader import model_group, parse_shard, shard_cases
+from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 
 

@@ -6,7 +6,7 @@ import pytest
 from harness.judge.compare import compare
 from harness.judge.verdict import Measurement, Metric, Verdict, gate, judge, outcome_verdict, runner_error
 from harness.run.execute import RunOutcome
-from harness.spec.schema import Case, Tolerance
+from harness.matrix.schema import Case, Tolerance
 
 TOL = Tolerance(cosine_distance=1e-6, max_abs=1e-5)
 ITEMS = tuple("abcd")
@@ -115,7 +115,7 @@ def test_gate_fails_on_problems_and_unknown_statuses_are_refused():
 
 
 def _derived(check: str) -> Case:
-    from harness.spec.checks import expand_checks
+    from harness.matrix.checks import expand_checks
 
     base = make_case(checks=[check])
     return next(c for c in expand_checks([base]) if c.id == f"c@{check}")

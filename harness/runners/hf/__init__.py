@@ -367,7 +367,7 @@ def _clip_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray
     import torch
     from transformers import AutoProcessor
 
-    from harness.spec.images import image, is_image
+    from harness.matrix.images import image, is_image
 
     assert runner.req is not None
     model = runner.auto_model("CLIPModel")
@@ -395,7 +395,7 @@ def _colpali_encoder(runner: HFRunner, options: dict):
     import torch
     from transformers import ColPaliProcessor
 
-    from harness.spec.images import image, is_image
+    from harness.matrix.images import image, is_image
 
     assert runner.req is not None
     model = runner.auto_model("ColPaliForRetrieval")
@@ -456,7 +456,7 @@ def _jina_vl_rerank(runner: HFRunner, items: list, options: dict) -> list[np.nda
     import torch
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    from harness.spec.images import image, is_image
+    from harness.matrix.images import image, is_image
 
     assert runner.req is not None
     model = _reference_model(runner)

@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from harness.spec.schema import MODEL_SOURCES, MODEL_TAGS, Case, Divergence, Matrix, MatrixError, ServeOptions, SyntheticModel, Tolerance
-from harness.spec.tasks import task_kind
+from harness.matrix.schema import Vocabulary, MODEL_SOURCES, MODEL_TAGS, Case, Divergence, Matrix, MatrixError, ServeOptions, SyntheticModel, Tolerance
+from harness.matrix.tasks import task_kind
 
 TOP_LEVEL_KEYS = ("include", "defaults", "families", "cases", "select")
 
@@ -234,7 +234,7 @@ def _ungated_bounds(case: Case) -> str | None:
 
 
 
-def load_matrix(path: str | Path) -> Matrix:
+def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
     """Load, merge and validate a matrix file. Raises MatrixError listing every problem."""
     path = Path(path)
     layers = _Layers()
@@ -265,7 +265,7 @@ def load_matrix(path: str | Path) -> Matrix:
             continue
         merged["where"] = doc.where("cases", i)
         if isinstance(merged.get("inputs"), dict):  # a set from files or inline: read it now
-            from harness.spec.input_files import InputError, load
+            from harness.matrix.input_files import InputError, load
 
             try:
                 merged["inputs"] = load(merged["inputs"], doc.path.parent).name
@@ -274,7 +274,7 @@ def load_matrix(path: str | Path) -> Matrix:
                                 f"key 'inputs': {e}")
                 continue
         try:
-            case = Case.model_validate(merged)
+            case = Case.model_validate(merged, context={"vocabulary": vocabulary})
         except ValidationError as e:
             problems.append(_format_validation(e, raw, doc, i, fam, str(fam_name), case_id))
             continue
@@ -283,7 +283,7 @@ def load_matrix(path: str | Path) -> Matrix:
             problems.append(f"{_error_location(('tolerances',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
                             f"key 'tolerances': {unbounded}")
             continue
-        from harness.spec.inputs import distinct_inputs, input_set
+        from harness.matrix.inputs import distinct_inputs, input_set
 
         n_distinct = distinct_inputs(input_set(case.inputs).items)
         if n_distinct < 2:
@@ -321,7 +321,7 @@ def load_matrix(path: str | Path) -> Matrix:
                 )
         cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, str(p)) for p in patterns)]
     # after `select`: an including file's defaults may give unselected cases other runners
-    from harness.spec.checks import misfit_checks
+    from harness.matrix.checks import misfit_checks
 
     problems += [f"{checks_at[c.id]}: case {c.id!r}, key 'checks': {m}"
                  for c in cases for m in misfit_checks(c)]

@@ -204,7 +204,7 @@ def vllm_provenance() -> dict[str, Any]:
     if spec is None or not spec.origin:
         return {"version": None, "note": "vllm is not importable here"}
     pkg = Path(spec.origin).parent
-    out: dict[str, Any] = {"version": _version_of(pkg), "location": str(pkg)}
+    out: dict[str, Any] = {"version": version_of(pkg), "location": str(pkg)}
     stamp = pkg.parent / OVERLAY_STAMP
     if stamp.is_file():
         built = json.loads(stamp.read_text())
@@ -257,7 +257,7 @@ def not_the_checkout(repo: Path) -> str | None:
     )
 
 
-def _version_of(pkg: Path) -> str:
+def version_of(pkg: Path) -> str:
     """`__version__` from vllm/_version.py (written by the build, or by an overlay) as text."""
     try:
         text = (pkg / "_version.py").read_text()

@@ -1,3 +1,3 @@
 """What to run: the matrix schema and its loader, input sets, invariance checks, task kinds and
 runner names. Nothing here imports torch, transformers or vLLM; a worker process may import
-harness.spec.inputs and harness.spec.runner_names but never the schema (pydantic) or yaml."""
+harness.matrix.inputs and harness.matrix.runner_names but never the schema (pydantic) or yaml."""

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.spec.inputs import InputSet, Item, register
+from harness.matrix.inputs import InputSet, Item, register
 
 KINDS = ("file", "images", "texts", "pairs")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -30,8 +30,8 @@ class InputError(ValueError):
 
 
 def _safe(raw: str, base: Path, relative_to: Path | None = None) -> Path:
-    """The model-path rule (harness.spec.paths.contained_path), as an input error."""
-    from harness.spec.paths import UnsafePath, contained_path
+    """The model-path rule (harness.matrix.paths.contained_path), as an input error."""
+    from harness.matrix.paths import UnsafePath, contained_path
 
     try:
         return contained_path(raw, base, "input path", relative_to)

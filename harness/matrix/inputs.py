@@ -30,7 +30,7 @@ class InputSet:
         parts = [x for it in self.items for x in (it if isinstance(it, tuple) else (it,))]
         refs = [x["image"] for x in parts if isinstance(x, dict) and "image" in x]
         if refs:  # images are hashed over their pixels, not over their references
-            from harness.spec.images import pixels_sha256
+            from harness.matrix.images import pixels_sha256
 
             payload += pixels_sha256(refs)
         return hashlib.sha256(payload.encode()).hexdigest()
@@ -124,7 +124,7 @@ def _math_steps() -> tuple[Item, ...]:
 
 
 def _images() -> tuple[Item, ...]:
-    from harness.spec.images import synthetic_images
+    from harness.matrix.images import synthetic_images
 
     return tuple({"image": f"synthetic-images/{i}"} for i in range(len(synthetic_images())))
 
@@ -165,7 +165,7 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
 INPUT_SET_NAMES = tuple(sorted(_SETS))
 
 
-_REGISTERED: dict[str, InputSet] = {}  # sets read from files or the matrix (harness.spec.input_files)
+_REGISTERED: dict[str, InputSet] = {}  # sets read from files or the matrix (harness.matrix.input_files)
 
 
 def register(inputs: InputSet) -> InputSet:

@@ -1,23 +1,34 @@
 """The matrix schema: a case, its model source, tolerances, divergences and server options,
-validated by pydantic. Loading YAML into these is harness.spec.loader's job."""
+validated by pydantic. Loading YAML into these is harness.matrix.loader's job."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from harness.spec.runner_names import REFERENCE_RUNNER, RunnerName
-from harness.spec.tasks import TaskName
+from harness.matrix.runner_names import REFERENCE_RUNNER, RunnerName
+from harness.matrix.tasks import TaskName
 
 Dtype = Literal["float32", "float16", "bfloat16"]
 
 
 
-# invariance checks a case can ask for (what each does: harness.spec.checks)
+# invariance checks a case can ask for (what each does: harness.matrix.checks)
 CheckName = Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill", "prefix_cache",
                     "no_prefix_cache", "concurrent", "sequential"]
 
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Names a matrix may use that are defined above this layer: the HF reference recipes
+    (harness.runners.hf) and the synthetic architectures (harness.models.synthetic).
+    harness.run.matrices builds it; a matrix file is always loaded with one."""
+
+    recipes: frozenset[str]
+    archs: frozenset[str]
 
 
 class MatrixError(ValueError):
@@ -232,7 +243,7 @@ class Case(_Strict):
     # release: a mapping of version specifiers to runners, e.g. {">=0.32": v2, "<0.32": v1}
     expected_auto_runner: Literal["v1", "v2"] | dict[str, Literal["v1", "v2"]] | None = None
     trust_remote_code: bool = False
-    # invariance checks (harness.spec.checks): each becomes a derived case `<id>@<check>`
+    # invariance checks (harness.matrix.checks): each becomes a derived case `<id>@<check>`
     checks: list[CheckName] = Field(default_factory=list)
     # MTEB tasks to score this model on (`parity mteb`): our offline ones or cached real ones
     mteb_tasks: list[str] = Field(default_factory=list)
@@ -243,7 +254,7 @@ class Case(_Strict):
     # asked for `dimensions`
     dimensions: int | None = Field(default=None, gt=0)
     where: str = ""  # file:line of the case, filled by the loader
-    # set by harness.spec.checks on derived cases, never in a matrix
+    # set by harness.matrix.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
     run_options: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
@@ -296,29 +307,31 @@ class Case(_Strict):
     @field_validator("inputs")
     @classmethod
     def _known_inputs(cls, v: str) -> str:
-        from harness.spec.inputs import INPUT_SET_NAMES, is_known
+        from harness.matrix.inputs import INPUT_SET_NAMES, is_known
 
         if not is_known(v):
             raise ValueError(f"unknown input set {v!r}; valid: {', '.join(INPUT_SET_NAMES)}, or a mapping "
                              f"{{file: PATH}} | {{images: FOLDER}} | {{texts: [...]}} | {{pairs: [[q, d], ...]}}")
         return v
 
+    # names defined above this layer (recipes, synthetic architectures) are checked against the
+    # Vocabulary the loader is given (harness.run.matrices); a Case built in code skips this
     @field_validator("reference")
     @classmethod
-    def _known_recipe(cls, v: str | None) -> str | None:
-        from harness.runners.hf import RECIPES
-
-        if v is not None and v not in RECIPES:
-            raise ValueError(f"unknown reference recipe {v!r}; valid: {', '.join(sorted(RECIPES))}")
+    def _known_recipe(cls, v: str | None, info: ValidationInfo) -> str | None:
+        vocabulary = (info.context or {}).get("vocabulary")
+        if v is not None and vocabulary is not None and v not in vocabulary.recipes:
+            valid = ", ".join(sorted(vocabulary.recipes))
+            raise ValueError(f"unknown reference recipe {v!r}; valid: {valid}")
         return v
 
     @field_validator("model")
     @classmethod
-    def _known_arch(cls, v):
-        if isinstance(v, SyntheticModel):
-            from harness.models.synthetic import family_of
-
-            family_of(v.arch)  # raises ValueError naming the valid architectures
+    def _known_arch(cls, v, info: ValidationInfo):
+        vocabulary = (info.context or {}).get("vocabulary")
+        if isinstance(v, SyntheticModel) and vocabulary is not None and v.arch not in vocabulary.archs:
+            valid = ", ".join(sorted(vocabulary.archs))
+            raise ValueError(f"unknown synthetic arch {v.arch!r}; valid: {valid}")
         return v
 
     @model_validator(mode="after")

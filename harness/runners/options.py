@@ -1,0 +1,32 @@
+"""Run options: how a runner sends a case's items (order, one at a time, twice for a warm prefix
+cache). The invariance checks (harness.matrix.checks) ask for them; worker processes apply them
+here without importing the matrix schema."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+
+def run_with_options(call: Callable[[list], list], items: list, options: dict[str, Any]) -> list:
+    """Run `call` (a runner's batch call) on `items` as the run options ask, answers in input order.
+
+    shuffle_seed: send the requests in a seeded random order and restore the order after;
+    one_by_one: one request per call; warm_prefix_cache: send everything twice, keep the second."""
+    order = list(range(len(items)))
+    if options.get("shuffle_seed") is not None:
+        order = [int(i) for i in np.random.default_rng(int(options["shuffle_seed"])).permutation(len(items))]
+    sent = [items[i] for i in order]
+    if options.get("one_by_one"):
+        got = [call([it])[0] for it in sent]
+    else:
+        if options.get("warm_prefix_cache"):
+            call(sent)
+        got = call(sent)
+    if len(got) != len(sent):
+        return list(got)  # a wrong count is the comparison's to report, not reordering's
+    out: list = [None] * len(items)
+    for pos, i in enumerate(order):
+        out[i] = got[pos]
+    return out

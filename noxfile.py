@@ -21,6 +21,7 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests"]
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
+
 def engine(session: nox.Session, *extras: str) -> tuple[str, dict[str, str]]:
     """(python, environment) of the vLLM under test, set up or reused by harness.engine.env:
     PARITY_VLLM (a release, a checkout path or git:REF; default the pinned release) decides
@@ -31,14 +32,19 @@ def engine(session: nox.Session, *extras: str) -> tuple[str, dict[str, str]]:
         which = os.environ.get("PARITY_VLLM", "(pinned)")
         session.error(f"no environment for PARITY_VLLM={which} (see above)")
     env = json.loads(done.stdout)
-    session.log(f"vLLM under test: {env['spec']} ({env['python']}"
-                + (f", overlay {env['pythonpath'][0]}" if env["pythonpath"] else "") + ")")
+    session.log(
+        f"vLLM under test: {env['spec']} ({env['python']}"
+        + (f", overlay {env['pythonpath'][0]}" if env["pythonpath"] else "")
+        + ")"
+    )
     outer = os.environ.get("PYTHONPATH")
     pythonpath = os.pathsep.join([*env["pythonpath"], ROOT, *([outer] if outer else [])])
     venv_bin = os.path.dirname(env["python"])
-    return env["python"], {"PYTHONPATH": pythonpath,
-                           "PATH": os.pathsep.join([venv_bin, os.environ["PATH"]]),
-                           "VIRTUAL_ENV": os.path.dirname(venv_bin)}
+    return env["python"], {
+        "PYTHONPATH": pythonpath,
+        "PATH": os.pathsep.join([venv_bin, os.environ["PATH"]]),
+        "VIRTUAL_ENV": os.path.dirname(venv_bin),
+    }
 
 
 @nox.session(venv_backend="none")
@@ -95,5 +101,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
-    session.run("ruff", "check", "harness", "tests", "benchmarks", "noxfile.py", *session.posargs)
+    """ruff: lint and format check, 100 columns (pyproject.toml); CI runs it before the tests."""
+    session.install("ruff>=0.15")
+    session.run("ruff", "check", ".", *session.posargs)
+    session.run("ruff", "format", "--check", ".")

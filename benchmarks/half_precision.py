@@ -26,10 +26,15 @@ def _fmt(v: float | None) -> str:
 
 def summarise(report: dict) -> str:
     dtypes = sorted({r.get("dtype") for r in report["results"]})
-    lines = [f"## {Path(report.get('matrix', '?')).name} in {', '.join(map(str, dtypes))}", "",
-             "(errors and ratios over pass/fail rows; recorded divergences, xfail, left out)", "",
-             "| family | verdicts | metric | HF's own error (min-max) | runner error (max) "
-             "| runner / HF's own (max) | value / bound (max) |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"## {Path(report.get('matrix', '?')).name} in {', '.join(map(str, dtypes))}",
+        "",
+        "(errors and ratios over pass/fail rows; recorded divergences, xfail, left out)",
+        "",
+        "| family | verdicts | metric | HF's own error (min-max) | runner error (max) "
+        "| runner / HF's own (max) | value / bound (max) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     verdicts: dict[str, Counter] = defaultdict(Counter)
     stats: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in report["results"]:
@@ -66,11 +71,11 @@ def summarise(report: dict) -> str:
 def rejudge(matrix_path: str, report: dict) -> dict:
     """The report's results judged again from the outputs the run left on disk, with the bounds
     of `matrix_path`. Results without outputs (a runner error or skip) keep their verdict."""
+    from harness.matrix.checks import expand_checks
     from harness.run.execute import RunOutcome
+    from harness.run.matrices import load_matrix
     from harness.run.plan import REFERENCE_FP32
     from harness.run.session import metric_out, verdict_for
-    from harness.matrix.checks import expand_checks
-    from harness.run.matrices import load_matrix
 
     cases = {c.id: c for c in expand_checks(load_matrix(matrix_path).cases)}
     out = []
@@ -82,13 +87,24 @@ def rejudge(matrix_path: str, report: dict) -> dict:
         folder = Path(r["output"]).parent.parent / (case.variant_of or case.id)
         ref, ref32 = folder / "hf.safetensors", folder / f"{REFERENCE_FP32}.safetensors"
         got = RunOutcome(case.id, r["runner"], "ok", output=r["output"], info=r.get("info") or {})
-        v = verdict_for(case, r["runner"], r["dtype"],
-                        RunOutcome(case.id, "hf", "ok", output=str(ref)) if ref.is_file() else None,
-                        got,
-                        RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(ref32))
-                        if ref32.is_file() else None)
-        out.append({**r, "status": v.status, "reason": v.reason,
-                    "metrics": [metric_out(m).model_dump() for m in v.metrics]})
+        v = verdict_for(
+            case,
+            r["runner"],
+            r["dtype"],
+            RunOutcome(case.id, "hf", "ok", output=str(ref)) if ref.is_file() else None,
+            got,
+            RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(ref32))
+            if ref32.is_file()
+            else None,
+        )
+        out.append(
+            {
+                **r,
+                "status": v.status,
+                "reason": v.reason,
+                "metrics": [metric_out(m).model_dump() for m in v.metrics],
+            }
+        )
     return {**report, "results": out}
 
 

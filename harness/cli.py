@@ -18,41 +18,67 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.judge.verdict import is_failing
+from harness.matrix.loader import filter_cases, parse_shard, shard_cases
+from harness.matrix.runner_names import RUNNER_NAMES
+from harness.matrix.schema import MatrixError
 from harness.report.markdown import metrics_cell
 from harness.report.model import ORDER, Report, read_json
 from harness.report.write import write_all
 from harness.run.execute import Timeouts
+from harness.run.matrices import load_matrix
 from harness.run.progress import progress_reporter
 from harness.runners.platform import Platform, detect_device
 from harness.select.rows import SelectionError
 from harness.select.vllm_source import SourceError
-from harness.matrix.loader import filter_cases, parse_shard, shard_cases
-from harness.run.matrices import load_matrix
-from harness.matrix.runner_names import RUNNER_NAMES
-from harness.matrix.schema import MatrixError
 
 DEFAULT_MATRIX = "matrices/pooling.yaml"
-STYLE = {"pass": "green", "xfail": "yellow", "skip": "dim", "fail": "bold red", "error": "bold red", "xpass": "bold red"}
+STYLE = {
+    "pass": "green",
+    "xfail": "yellow",
+    "skip": "dim",
+    "fail": "bold red",
+    "error": "bold red",
+    "xpass": "bold red",
+}
 # CI logs are not terminals: keep ids whole there instead of folding them at 80 columns
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def _add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--matrix", "-m", default=DEFAULT_MATRIX, help=f"matrix YAML (default {DEFAULT_MATRIX})")
-    p.add_argument("--cases", "-k", nargs="*", metavar="GLOB", help="only cases whose id matches a glob")
-    p.add_argument("--runners", "-r", nargs="*", choices=RUNNER_NAMES, metavar="RUNNER",
-                   help=f"only these runners ({', '.join(RUNNER_NAMES)}); hf runs as reference whenever needed")
+    p.add_argument(
+        "--matrix", "-m", default=DEFAULT_MATRIX, help=f"matrix YAML (default {DEFAULT_MATRIX})"
+    )
+    p.add_argument(
+        "--cases", "-k", nargs="*", metavar="GLOB", help="only cases whose id matches a glob"
+    )
+    p.add_argument(
+        "--runners",
+        "-r",
+        nargs="*",
+        choices=RUNNER_NAMES,
+        metavar="RUNNER",
+        help=f"only these runners ({', '.join(RUNNER_NAMES)}); hf runs as reference whenever needed",
+    )
 
 
 def _add_change(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("a change (run only the rows it can affect; see `parity select`)")
-    g.add_argument("--changed-files", nargs="+", metavar="FILE",
-                   help="changed files: vLLM paths (vllm/...) or this project's (matrices/, golden/, harness/)")
-    g.add_argument("--vllm-diff", metavar="RANGE", help="the files `git -C DIR diff --name-only RANGE` names")
-    g.add_argument("--vllm-repo", metavar="DIR",
-                   help="the vLLM checkout of --vllm-diff, and the source the selection reads "
-                        "(default for --changed-files: the installed vllm package)")
+    g.add_argument(
+        "--changed-files",
+        nargs="+",
+        metavar="FILE",
+        help="changed files: vLLM paths (vllm/...) or this project's (matrices/, golden/, harness/)",
+    )
+    g.add_argument(
+        "--vllm-diff", metavar="RANGE", help="the files `git -C DIR diff --name-only RANGE` names"
+    )
+    g.add_argument(
+        "--vllm-repo",
+        metavar="DIR",
+        help="the vLLM checkout of --vllm-diff, and the source the selection reads "
+        "(default for --changed-files: the installed vllm package)",
+    )
 
 
 def change_selection(args: argparse.Namespace, matrix, cases):
@@ -69,9 +95,17 @@ def change_selection(args: argparse.Namespace, matrix, cases):
         raise SelectionError("give --changed-files or --vllm-diff, not both")
     if args.vllm_diff and not args.vllm_repo:
         raise SelectionError("--vllm-diff RANGE needs --vllm-repo DIR (the vLLM checkout to diff)")
-    changed = git_changed_files(args.vllm_diff, args.vllm_repo) if args.vllm_diff else args.changed_files
-    return select(matrix, cases, changed, "vllm" if args.vllm_diff else "any",
-                  VllmSource.locate(args.vllm_repo), vllm_range=args.vllm_diff)
+    changed = (
+        git_changed_files(args.vllm_diff, args.vllm_repo) if args.vllm_diff else args.changed_files
+    )
+    return select(
+        matrix,
+        cases,
+        changed,
+        "vllm" if args.vllm_diff else "any",
+        VllmSource.locate(args.vllm_repo),
+        vllm_range=args.vllm_diff,
+    )
 
 
 def cmd_select(args: argparse.Namespace) -> int:
@@ -82,7 +116,9 @@ def cmd_select(args: argparse.Namespace) -> int:
 
     matrix = load_matrix(args.matrix)
     if not (args.changed_files or args.vllm_diff):
-        err.print("[red]parity select needs --changed-files FILE... or --vllm-diff RANGE --vllm-repo DIR[/]")
+        err.print(
+            "[red]parity select needs --changed-files FILE... or --vllm-diff RANGE --vllm-repo DIR[/]"
+        )
         return 2
     sel = change_selection(args, matrix, filter_cases(matrix, args.cases))
     if args.runners:
@@ -106,27 +142,49 @@ def print_table(report: Report, console: Console = out) -> None:
     for col in ("case", "runner", "verdict", "metrics", "time", "reason"):
         t.add_column(col, overflow="fold")
     for r in sorted(report.results, key=lambda r: (r.case_id, r.runner)):
-        t.add_row(r.case_id, r.runner_label, f"[{STYLE.get(r.status, '')}]{r.status}[/]",
-                  metrics_cell(r).replace("<br>", "\n"),
-                  f"{(r.load_seconds or 0) + (r.run_seconds or 0):.1f}s", r.reason[:200])
+        t.add_row(
+            r.case_id,
+            r.runner_label,
+            f"[{STYLE.get(r.status, '')}]{r.status}[/]",
+            metrics_cell(r).replace("<br>", "\n"),
+            f"{(r.load_seconds or 0) + (r.run_seconds or 0):.1f}s",
+            r.reason[:200],
+        )
     console.print(t)
     for r in sorted(report.results, key=lambda r: (ORDER.get(r.status, 9), r.case_id, r.runner)):
         if is_failing(r.status):
-            console.print(f"[bold red]{r.status.upper()}[/] {r.case_id} on {r.runner_label} ({r.where}): {r.reason}",
-                          highlight=False, soft_wrap=True)
+            console.print(
+                f"[bold red]{r.status.upper()}[/] {r.case_id} on {r.runner_label} ({r.where}): {r.reason}",
+                highlight=False,
+                soft_wrap=True,
+            )
     if report.audit:
         a = Table(title="default-runner audit (vllm-auto)")
         for col in ("family", "case", "expected", "actual", "why"):
             a.add_column(col, overflow="fold")
         for row in sorted(report.audit, key=lambda r: (r.family, r.case_id)):
             style = "" if row.ok else "bold red"
-            a.add_row(row.family, row.case_id, (row.expected or "-").upper(),
-                      f"[{style}]{(row.actual or '-').upper()}[/]" if style else (row.actual or "-").upper(), row.why)
+            a.add_row(
+                row.family,
+                row.case_id,
+                (row.expected or "-").upper(),
+                f"[{style}]{(row.actual or '-').upper()}[/]"
+                if style
+                else (row.actual or "-").upper(),
+                row.why,
+            )
         console.print(a)
     c = report.counts()
     summary = ", ".join(f"{c[k]} {k}" for k in ORDER if c.get(k))
-    verdict = ("[bold yellow]NOTHING COMPARED[/] (every result skipped; exit 4)" if report.nothing_compared
-               else "[green]PASSED[/]") if report.ok else "[bold red]FAILED[/]"
+    verdict = (
+        (
+            "[bold yellow]NOTHING COMPARED[/] (every result skipped; exit 4)"
+            if report.nothing_compared
+            else "[green]PASSED[/]"
+        )
+        if report.ok
+        else "[bold red]FAILED[/]"
+    )
     if report.partial:
         verdict += f" [bold red](partial: {report.partial_reason})[/]"
     console.print(f"{verdict} · {summary} · {report.wall_seconds or 0:.1f} s")
@@ -138,8 +196,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     cases = filter_cases(matrix, args.cases)
     # shards of one run must agree on this; `parity report merge` refuses reports that differ
-    selection = {"cases": sorted(args.cases or []), "runners": sorted(args.runners or []), "against": args.against,
-                 "dtype": args.dtype}
+    selection = {
+        "cases": sorted(args.cases or []),
+        "runners": sorted(args.runners or []),
+        "against": args.against,
+        "dtype": args.dtype,
+    }
     change = change_selection(args, matrix, cases)
     if change is not None and args.vllm_diff:
         from harness.engine.target import not_the_checkout
@@ -153,15 +215,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         err.print(to_text(change), end="", highlight=False, markup=False)
         cases = narrow(cases, change)
-        selection["change"] = {"vllm_range": change.vllm_range, "files": sorted(e.path for e in change.effects),
-                               "rows": len(change.rows)}
-        if not cases:  # a run that compares nothing proves nothing: exit 4, as when everything skips
+        selection["change"] = {
+            "vllm_range": change.vllm_range,
+            "files": sorted(e.path for e in change.effects),
+            "rows": len(change.rows),
+        }
+        if (
+            not cases
+        ):  # a run that compares nothing proves nothing: exit 4, as when everything skips
             report_dir = Path(args.out or "runs/nothing-selected")
             from harness.run.session import empty_report
+
             empty = empty_report(matrix, detect_device())
             empty.shard, empty.selection = args.shard, selection
             write_all(empty, report_dir)
-            err.print(f"[bold yellow]NOTHING SELECTED[/] (exit 4): {change.summary()}; empty report in {report_dir}")
+            err.print(
+                f"[bold yellow]NOTHING SELECTED[/] (exit 4): {change.summary()}; empty report in {report_dir}"
+            )
             return 4
     if args.shard:
         try:
@@ -175,6 +245,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             # more shards than model groups: an empty shard is a valid, passing shard
             report_dir = Path(args.out or "runs/empty-shard")
             from harness.run.session import empty_report
+
             empty = empty_report(matrix, detect_device())
             empty.shard, empty.selection = f"{k}/{n}", selection
             write_all(empty, report_dir)
@@ -190,19 +261,36 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     platform = Platform(args.device or detect_device(), in_process_engine=not args.naive)
     run_dir = Path(args.out or f"runs/{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
-    from harness.run.plan import needs_fp32_reference
     from harness.matrix.checks import expand_checks
+    from harness.run.plan import needs_fp32_reference
 
-    total = sum(len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"])
-                for c in expand_checks(cases))
+    total = sum(
+        len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"])
+        for c in expand_checks(cases)
+    )
     # half precision: HF also runs in float32 for each case with calibrated bounds
-    total += sum(1 for c in cases if "hf" in c.runners
-                 and needs_fp32_reference(c, args.dtype or c.dtype or platform.default_dtype))
+    total += sum(
+        1
+        for c in cases
+        if "hf" in c.runners
+        and needs_fp32_reference(c, args.dtype or c.dtype or platform.default_dtype)
+    )
     with progress_bar("parity", total) as progress:
-        report = run_cases(matrix, cases, run_dir, platform, runners=args.runners, dtype=args.dtype,
-                           jobs=args.jobs, timeouts=Timeouts(case=args.case_timeout, load=args.load_timeout),
-                           progress=progress, against=args.against, golden_dir=Path(args.golden_dir),
-                           shuffle_seed=args.shuffle_seed, naive=args.naive)
+        report = run_cases(
+            matrix,
+            cases,
+            run_dir,
+            platform,
+            runners=args.runners,
+            dtype=args.dtype,
+            jobs=args.jobs,
+            timeouts=Timeouts(case=args.case_timeout, load=args.load_timeout),
+            progress=progress,
+            against=args.against,
+            golden_dir=Path(args.golden_dir),
+            shuffle_seed=args.shuffle_seed,
+            naive=args.naive,
+        )
     report.shard, report.selection = (args.shard if args.shard else None), selection
     paths = write_all(report, run_dir)
     print_table(report)
@@ -222,7 +310,9 @@ def cmd_golden(args: argparse.Namespace) -> int:
     platform = Platform(args.device or detect_device())
     run_dir = Path(args.out or f"runs/golden-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
     with progress_bar(f"golden {args.mode}", len(cases)) as progress:
-        report = golden_session(matrix, cases, run_dir, platform, Path(args.golden_dir), args.mode, progress=progress)
+        report = golden_session(
+            matrix, cases, run_dir, platform, Path(args.golden_dir), args.mode, progress=progress
+        )
     paths = write_all(report, run_dir)
     print_table(report)
     err.print(f"report: {paths['json']}")
@@ -240,16 +330,29 @@ def cmd_mteb(args: argparse.Namespace) -> int:
         return 2
     platform = Platform(args.device or detect_device())
     run_dir = Path(args.out or f"runs/mteb-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
-    total = sum(len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"]) for c in cases)
+    total = sum(
+        len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"])
+        for c in cases
+    )
     with progress_bar("mteb", total) as progress:
-        report = mteb_session(matrix, cases, run_dir, platform, Path(args.golden_dir), runners=args.runners,
-                              record_expected=args.record_expected, shuffle_seed=args.shuffle_seed,
-                              progress=progress)
+        report = mteb_session(
+            matrix,
+            cases,
+            run_dir,
+            platform,
+            Path(args.golden_dir),
+            runners=args.runners,
+            record_expected=args.record_expected,
+            shuffle_seed=args.shuffle_seed,
+            progress=progress,
+        )
     paths = write_all(report, run_dir)
     extra = mteb_report.write(report, run_dir)
     out.print(mteb_report.to_markdown(report), markup=False, highlight=False)
     print_table(report)
-    err.print(f"report: {paths['json']} · {extra['html']} · {extra['png']} · mteb results: {run_dir / 'mteb'}")
+    err.print(
+        f"report: {paths['json']} · {extra['html']} · {extra['png']} · mteb results: {run_dir / 'mteb'}"
+    )
     return report.exit_code()
 
 
@@ -266,7 +369,12 @@ def cmd_models(args: argparse.Namespace) -> int:
     for case in cases:
         m = models[case.id]
         if isinstance(m, ModelProblem):
-            t.add_row(case.id, case.model.source, "-", f"[{'yellow' if m.status == 'skip' else 'red'}]{m.reason}[/]")
+            t.add_row(
+                case.id,
+                case.model.source,
+                "-",
+                f"[{'yellow' if m.status == 'skip' else 'red'}]{m.reason}[/]",
+            )
             code = code or int(m.status == "error")
         else:
             t.add_row(case.id, m.description, m.fingerprint[:16], str(m.path))
@@ -285,15 +393,22 @@ def cmd_inputs(args: argparse.Namespace) -> int:
         path = Path(args.what)
         spec = {"images": str(path.resolve())} if path.is_dir() else {"file": str(path.resolve())}
         if not path.exists():
-            err.print(f"[red]{args.what!r} is neither an input set ({', '.join(INPUT_SET_NAMES)}) nor a file or folder[/]")
+            err.print(
+                f"[red]{args.what!r} is neither an input set ({', '.join(INPUT_SET_NAMES)}) nor a file or folder[/]"
+            )
             return 2
         try:
-            inputs = load(spec, Path.cwd() / "matrices")  # paths as a matrix in matrices/ would see them
+            inputs = load(
+                spec, Path.cwd() / "matrices"
+            )  # paths as a matrix in matrices/ would see them
         except InputError as e:
             err.print(f"[red]{e}[/]")
             return 2
-    out.print(f"{inputs.name} · version {inputs.version} · {len(inputs.items)} items · sha256 {inputs.sha256}",
-              highlight=False, markup=False)
+    out.print(
+        f"{inputs.name} · version {inputs.version} · {len(inputs.items)} items · sha256 {inputs.sha256}",
+        highlight=False,
+        markup=False,
+    )
     for i, item in enumerate(inputs.items[: args.first]):
         out.print(f"  [{i}] {item!r}"[:240], highlight=False, markup=False)
     if len(inputs.items) > args.first:
@@ -315,8 +430,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             d.outputs = report_diff.compare_outputs(old, new, old_path.parent, new_path.parent)
             for x in d.outputs:
                 if x.problem:  # reported, never a silent 0; the exit code stays the verdicts'
-                    err.print(f"outputs of {x.case_id} [{x.runner}] not compared: {x.problem}", highlight=False,
-                              markup=False)
+                    err.print(
+                        f"outputs of {x.case_id} [{x.runner}] not compared: {x.problem}",
+                        highlight=False,
+                        markup=False,
+                    )
         md = report_diff.to_markdown(d, old, new)
         page = report_diff.to_html(d, old, new)
         sys.stdout.write(page if args.format == "html" else md)
@@ -338,8 +456,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             return 2
         paths = write_all(report, Path(args.out))
         print_table(report)
-        err.print(f"merged {len(args.reports)} report(s): {paths['json']} · {paths['markdown']} · {paths['junit']} · "
-                  f"{paths['html']}")
+        err.print(
+            f"merged {len(args.reports)} report(s): {paths['json']} · {paths['markdown']} · {paths['junit']} · "
+            f"{paths['html']}"
+        )
         return report.exit_code()
     if len(args.reports) != 1:
         err.print("[red]parity report show takes one report.json[/]")
@@ -347,12 +467,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     report = read_json(Path(args.reports[0]))
     if args.format == "markdown":
         from harness.report.markdown import to_markdown
+
         sys.stdout.write(to_markdown(report))
     elif args.format == "html":
         from harness.report.html import to_html
+
         sys.stdout.write(to_html(report))
     elif args.format == "junit":
         from harness.report.junit import to_junit
+
         sys.stdout.write(to_junit(report))
     else:
         print_table(report)
@@ -360,24 +483,47 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="parity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="parity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a matrix: HF reference versus each vLLM runner")
     _add_selection(run)
     run.add_argument("--out", "-o", help="run folder (default runs/<timestamp>)")
-    run.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda if an NVIDIA driver is present")
-    run.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), help="override every case's dtype")
-    run.add_argument("--jobs", "-j", type=int, help="runner workers in parallel (default: min(runners, cores))")
-    run.add_argument("--case-timeout", type=float, default=600.0, help="seconds per case (default 600)")
-    run.add_argument("--load-timeout", type=float, default=600.0, help="seconds per model load (default 600)")
-    run.add_argument("--against", choices=("hf", "golden"), default="hf",
-                     help="reference: run HF live (default) or read golden/ (starts no HF process)")
+    run.add_argument(
+        "--device", choices=("cpu", "cuda"), help="default: cuda if an NVIDIA driver is present"
+    )
+    run.add_argument(
+        "--dtype", choices=("float32", "float16", "bfloat16"), help="override every case's dtype"
+    )
+    run.add_argument(
+        "--jobs", "-j", type=int, help="runner workers in parallel (default: min(runners, cores))"
+    )
+    run.add_argument(
+        "--case-timeout", type=float, default=600.0, help="seconds per case (default 600)"
+    )
+    run.add_argument(
+        "--load-timeout", type=float, default=600.0, help="seconds per model load (default 600)"
+    )
+    run.add_argument(
+        "--against",
+        choices=("hf", "golden"),
+        default="hf",
+        help="reference: run HF live (default) or read golden/ (starts no HF process)",
+    )
     run.add_argument("--golden-dir", default="golden", help="golden folder (default golden/)")
-    run.add_argument("--shuffle-seed", type=int, default=0, help="seed of the `shuffle` invariance check")
-    run.add_argument("--naive", action="store_true",
-                     help="benchmark baseline: a fresh worker and engine per case per runner, vLLM's default "
-                          "process layout (as vLLM's own tests run); same results, much slower")
-    run.add_argument("--shard", metavar="K/N", help="run shard K of N (cases of one model stay together)")
+    run.add_argument(
+        "--shuffle-seed", type=int, default=0, help="seed of the `shuffle` invariance check"
+    )
+    run.add_argument(
+        "--naive",
+        action="store_true",
+        help="benchmark baseline: a fresh worker and engine per case per runner, vLLM's default "
+        "process layout (as vLLM's own tests run); same results, much slower",
+    )
+    run.add_argument(
+        "--shard", metavar="K/N", help="run shard K of N (cases of one model stay together)"
+    )
     _add_change(run)
     run.add_argument("--junit", help="also copy the JUnit XML here")
     run.add_argument("--markdown", help="also copy the Markdown summary here")
@@ -389,41 +535,73 @@ def build_parser() -> argparse.ArgumentParser:
     gold.add_argument("--out", "-o", help="run folder (default runs/golden-<timestamp>)")
     gold.add_argument("--device", choices=("cpu", "cuda"))
     gold.set_defaults(func=cmd_golden)
-    mt = sub.add_parser("mteb", help="MTEB main scores of hf and each runner, gated on deltas and expected scores")
+    mt = sub.add_parser(
+        "mteb", help="MTEB main scores of hf and each runner, gated on deltas and expected scores"
+    )
     _add_selection(mt)
     mt.set_defaults(matrix="matrices/mteb.yaml")
     mt.add_argument("--out", "-o", help="run folder (default runs/mteb-<timestamp>)")
     mt.add_argument("--device", choices=("cpu", "cuda"))
-    mt.add_argument("--golden-dir", default="golden", help="expected scores live in <golden-dir>/mteb/")
-    mt.add_argument("--record-expected", action="store_true", help="store HF's scores as the expected scores")
-    mt.add_argument("--shuffle-seed", type=int, default=0, help="seed of the request shuffle (restored after)")
+    mt.add_argument(
+        "--golden-dir", default="golden", help="expected scores live in <golden-dir>/mteb/"
+    )
+    mt.add_argument(
+        "--record-expected", action="store_true", help="store HF's scores as the expected scores"
+    )
+    mt.add_argument(
+        "--shuffle-seed", type=int, default=0, help="seed of the request shuffle (restored after)"
+    )
     mt.set_defaults(func=cmd_mteb)
-    sel = sub.add_parser("select", help="the (case, runner) rows a change can affect, each with the file that "
-                                        "selects it (exit 4: nothing selected)")
+    sel = sub.add_parser(
+        "select",
+        help="the (case, runner) rows a change can affect, each with the file that "
+        "selects it (exit 4: nothing selected)",
+    )
     _add_selection(sel)
     _add_change(sel)
     sel.add_argument("--json", action="store_true", help="print the selection as JSON")
     sel.add_argument("--out", "-o", metavar="FILE", help="also write the JSON selection to FILE")
     sel.set_defaults(func=cmd_select)
-    models = sub.add_parser("models", help="resolve (and build) every case's model; print fingerprints")
+    models = sub.add_parser(
+        "models", help="resolve (and build) every case's model; print fingerprints"
+    )
     _add_selection(models)
     models.set_defaults(func=cmd_models)
     inp = sub.add_parser("inputs", help="show what a case will send: count, hash and first items")
     inp.add_argument("action", choices=("show",))
-    inp.add_argument("what", help="a built-in input set's name, or a .txt / .jsonl file or a folder of images")
+    inp.add_argument(
+        "what", help="a built-in input set's name, or a .txt / .jsonl file or a folder of images"
+    )
     inp.add_argument("--first", type=int, default=5, help="how many items to print (default 5)")
     inp.set_defaults(func=cmd_inputs)
-    rep = sub.add_parser("report", help="show a report.json again, merge shard reports, or diff two runs")
+    rep = sub.add_parser(
+        "report", help="show a report.json again, merge shard reports, or diff two runs"
+    )
     rep.add_argument("action", choices=("show", "merge", "diff"))
     rep.add_argument("reports", nargs="+", help="report.json file(s); diff takes OLD NEW")
-    rep.add_argument("--format", choices=("table", "markdown", "junit", "html"), default="table",
-                     help="for show; for diff, html prints the HTML page instead of Markdown")
-    rep.add_argument("--out", "-o", help="for merge: folder for the merged report.json, junit.xml, report.md, "
-                                         "report.html; for diff: folder for diff.md and diff.html")
-    rep.add_argument("--outputs", action="store_true",
-                     help="for diff: also compare the two runs' stored outputs per (case, runner): max |OLD - NEW|")
-    rep.add_argument("--drift-factor", type=float, default=10.0,
-                     help="for diff: a metric that grew by more than this factor inside its bound is drift (default 10)")
+    rep.add_argument(
+        "--format",
+        choices=("table", "markdown", "junit", "html"),
+        default="table",
+        help="for show; for diff, html prints the HTML page instead of Markdown",
+    )
+    rep.add_argument(
+        "--out",
+        "-o",
+        help="for merge: folder for the merged report.json, junit.xml, report.md, "
+        "report.html; for diff: folder for diff.md and diff.html",
+    )
+    rep.add_argument(
+        "--outputs",
+        action="store_true",
+        help="for diff: also compare the two runs' stored outputs per (case, runner): max |OLD - NEW|",
+    )
+    rep.add_argument(
+        "--drift-factor",
+        type=float,
+        default=10.0,
+        help="for diff: a metric that grew by more than this factor inside its bound is drift (default 10)",
+    )
     rep.set_defaults(func=cmd_report)
     return ap
 

@@ -21,24 +21,41 @@ from pathlib import Path
 import pytest
 
 from harness.matrix.loader import model_group
-from harness.run.matrices import load_matrix
 from harness.matrix.runner_names import RUNNER_NAMES
 from harness.matrix.schema import Case, Matrix, MatrixError
+from harness.run.matrices import load_matrix
 
 DEFAULT_MATRIX = "matrices/ci.yaml"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("parity", "pooling parity matrix")
-    g.addoption("--matrix", default=None, help=f"matrix YAML to expand into tests (default {DEFAULT_MATRIX})")
-    g.addoption("--runners", nargs="+", default=None, choices=RUNNER_NAMES, help="only these compared runners")
+    g.addoption(
+        "--matrix",
+        default=None,
+        help=f"matrix YAML to expand into tests (default {DEFAULT_MATRIX})",
+    )
+    g.addoption(
+        "--runners",
+        nargs="+",
+        default=None,
+        choices=RUNNER_NAMES,
+        help="only these compared runners",
+    )
     g.addoption("--parity-out", default=None, help="run folder for outputs, logs and the report")
     g.addoption("--parity-device", default=None, choices=("cpu", "cuda"), help="default: detected")
-    g.addoption("--parity-against", default="hf", choices=("hf", "golden"),
-                help="reference: run HF live (default) or read the goldens (no HF process)")
+    g.addoption(
+        "--parity-against",
+        default="hf",
+        choices=("hf", "golden"),
+        help="reference: run HF live (default) or read the goldens (no HF process)",
+    )
     g.addoption("--golden-dir", default=None, help="golden folder (default <rootdir>/golden)")
-    g.addoption("--update-golden", action="store_true",
-                help="rewrite the goldens of the selected cases from a fresh HF run before comparing")
+    g.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite the goldens of the selected cases from a fresh HF run before comparing",
+    )
 
 
 def _group(case: Case) -> str:
@@ -65,8 +82,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         for runner in case.compared_runners:
             if only and runner not in only:
                 continue
-            params.append(pytest.param((matrix.path, case.id, runner), id=f"{case.id}:{runner}",
-                                       marks=[pytest.mark.xdist_group(_group(case))]))
+            params.append(
+                pytest.param(
+                    (matrix.path, case.id, runner),
+                    id=f"{case.id}:{runner}",
+                    marks=[pytest.mark.xdist_group(_group(case))],
+                )
+            )
     params.sort(key=lambda p: p.id)
     metafunc.parametrize("parity_result", params, indirect=True)
 
@@ -80,7 +102,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not loadgroup:
         return
     for item in items:
-        marks = [m.args[0] for m in item.iter_markers("xdist_group") if m.args and str(m.args[0]).startswith("parity-")]
+        marks = [
+            m.args[0]
+            for m in item.iter_markers("xdist_group")
+            if m.args and str(m.args[0]).startswith("parity-")
+        ]
         if marks and not item.nodeid.endswith(f"@{marks[0]}"):
             _set_nodeid(item, f"{item.nodeid}@{marks[0]}")
 
@@ -94,7 +120,9 @@ def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
     else:
         item._nodeid = nodeid
     if item.nodeid != nodeid:
-        raise pytest.UsageError(f"cannot group {nodeid!r} for xdist with this pytest: pin pytest<9.2 or run without -n")
+        raise pytest.UsageError(
+            f"cannot group {nodeid!r} for xdist with this pytest: pin pytest<9.2 or run without -n"
+        )
 
 
 class ParitySession:
@@ -118,15 +146,26 @@ class ParitySession:
             case = matrix.case(case_id.split("@", 1)[0])  # a derived check case runs with its base
             group = [c for c in matrix.cases if _group(c) == _group(case)]
             only = self.config.getoption("--runners")
-            golden_dir = Path(self.config.getoption("--golden-dir") or Path(self.config.rootpath) / "golden")
+            golden_dir = Path(
+                self.config.getoption("--golden-dir") or Path(self.config.rootpath) / "golden"
+            )
             run_dir = self.out_dir / _group(case)
             if self.config.getoption("--update-golden"):
                 from harness.run.session import golden_session
 
-                updated = golden_session(matrix, group, run_dir / "golden-update", self.platform, golden_dir, "update")
+                updated = golden_session(
+                    matrix, group, run_dir / "golden-update", self.platform, golden_dir, "update"
+                )
                 self.reports.append(updated)
-            report = run_cases(matrix, group, run_dir, self.platform, runners=only,
-                               against=self.config.getoption("--parity-against"), golden_dir=golden_dir)
+            report = run_cases(
+                matrix,
+                group,
+                run_dir,
+                self.platform,
+                runners=only,
+                against=self.config.getoption("--parity-against"),
+                golden_dir=golden_dir,
+            )
             self.reports.append(report)
             for r in report.results:
                 self.results[(r.case_id, r.runner)] = r
@@ -144,7 +183,9 @@ def _worker_id(config: pytest.Config) -> str | None:
 
 @pytest.fixture(scope="session")
 def parity_session(request: pytest.FixtureRequest) -> ParitySession:
-    session = ParitySession(request.config, _out_dir(request.config) / (_worker_id(request.config) or "main"))
+    session = ParitySession(
+        request.config, _out_dir(request.config) / (_worker_id(request.config) or "main")
+    )
     request.config._parity_session = session  # type: ignore[attr-defined]
     return session
 
@@ -170,7 +211,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         r = read_json(p)
         r.results = [x for x in r.results if (x.case_id, x.runner) not in seen]
         r.references = [x for x in r.references if ("ref", x.case_id) not in seen]
-        seen |= {(x.case_id, x.runner) for x in r.results} | {("ref", x.case_id) for x in r.references}
+        seen |= {(x.case_id, x.runner) for x in r.results} | {
+            ("ref", x.case_id) for x in r.references
+        }
         reports.append(r)
     report = merge(reports, shards=False)
     for p in parts:
@@ -178,7 +221,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     paths = write_all(report, out)
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
-        tr.write_line(f"parity report: {paths['json']} · {paths['markdown']} · {paths['junit']} · {paths['html']}")
+        tr.write_line(
+            f"parity report: {paths['json']} · {paths['markdown']} · {paths['junit']} · {paths['html']}"
+        )
 
 
 @pytest.fixture
@@ -194,7 +239,8 @@ def check(result) -> None:
     """pass -> return; skip/xfail -> pytest outcome; fail/error/xpass -> failure naming the case."""
     where = f"{result.case_id} on {result.runner_label} ({result.where})"
     metrics = "; ".join(
-        f"{m.name}={m.value:.3g} (bound {m.bound if m.bound is not None else '-'})" for m in result.metrics
+        f"{m.name}={m.value:.3g} (bound {m.bound if m.bound is not None else '-'})"
+        for m in result.metrics
     )
     if result.status == "pass":
         return
@@ -202,4 +248,7 @@ def check(result) -> None:
         pytest.skip(f"{where}: {result.reason}")
     if result.status == "xfail":
         pytest.xfail(f"{where}: {result.reason}")
-    pytest.fail(f"{result.status}: {where}: {result.reason}" + (f"\nmetrics: {metrics}" if metrics else ""), pytrace=False)
+    pytest.fail(
+        f"{result.status}: {where}: {result.reason}" + (f"\nmetrics: {metrics}" if metrics else ""),
+        pytrace=False,
+    )

@@ -92,8 +92,12 @@ def _deps_key() -> str:
 
 def release_stamp(requirement: str, backend: str, extras: tuple[str, ...]) -> dict:
     """What a release's virtualenv holds, as its stamp file says."""
-    return {"requirement": requirement, "backend": backend, "extras": sorted(set(extras)),
-            "harness_deps": _deps_key()}
+    return {
+        "requirement": requirement,
+        "backend": backend,
+        "extras": sorted(set(extras)),
+        "harness_deps": _deps_key(),
+    }
 
 
 def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> EngineEnv:

@@ -29,9 +29,18 @@ from harness.engine.target import DISTRIBUTION, EngineSpecError, check_supported
 # every release that installs here and runs (docs/releases.md)
 DEFAULT_RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
 OFFLINE_RUNNERS = ("vllm-v1", "vllm-v2", "vllm-auto")
-NOT_RUN = "not run (the run was interrupted"  # harness.judge.verdict's reason for a row never reached
-SHORT = {"not run": "n", "pass": "P", "fail": "F", "error": "E", "xfail": "x", "xpass": "X!",
-         "skip": "s"}
+NOT_RUN = (
+    "not run (the run was interrupted"  # harness.judge.verdict's reason for a row never reached
+)
+SHORT = {
+    "not run": "n",
+    "pass": "P",
+    "fail": "F",
+    "error": "E",
+    "xfail": "x",
+    "xpass": "X!",
+    "skip": "s",
+}
 
 
 def run_release(release: str, out: Path, backend: str, extra: list[str]) -> dict:

@@ -12,8 +12,9 @@ from harness.matrix.inputs import query_groups
 from harness.matrix.schema import Tolerance
 
 
-def rerank_problem(tolerance: Tolerance, ref: list[np.ndarray], items: tuple,
-                   metas: list[dict] | None) -> tuple[str | None, str]:
+def rerank_problem(
+    tolerance: Tolerance, ref: list[np.ndarray], items: tuple, metas: list[dict] | None
+) -> tuple[str | None, str]:
     """(problem, note) for the /rerank answers recorded per item (`meta["rerank"]`, from
     harness.runners.serve.match_rerank); ("", "") when the runner did not rerank."""
     reranks = [(m or {}).get("rerank") for m in (metas or [])]
@@ -29,35 +30,52 @@ def rerank_problem(tolerance: Tolerance, ref: list[np.ndarray], items: tuple,
             return f"{head}: no rerank answer for item(s) {sorted(set(idx) - set(got))}", ""
         wrong_doc = [j for j in idx if not got[j]["document_matches"]]
         if wrong_doc:
-            return f"{head}: the result for item(s) {wrong_doc} carries another document's text (index mapped wrongly)", ""
+            return (
+                f"{head}: the result for item(s) {wrong_doc} carries another document's text (index mapped wrongly)",
+                "",
+            )
         expected = sorted(idx, key=lambda j: -r[j])
         order = sorted(idx, key=lambda j: got[j]["rank"])
         if not ranks_as_reference(order, r, tolerance):
-            return (f"{head}: the server ranks items {order}, the reference's scores rank them {expected} "
-                    f"(reference scores {[round(float(r[j]), 6) for j in order]} in the server's order)"), ""
+            return (
+                f"{head}: the server ranks items {order}, the reference's scores rank them {expected} "
+                f"(reference scores {[round(float(r[j]), 6) for j in order]} in the server's order)"
+            ), ""
         top_n = got[idx[0]].get("top_n")
         if top_n is None:
             continue
         want = min(top_n, len(idx))
-        top = sorted((j for j in idx if got[j]["top_rank"] is not None), key=lambda j: got[j]["top_rank"])
+        top = sorted(
+            (j for j in idx if got[j]["top_rank"] is not None), key=lambda j: got[j]["top_rank"]
+        )
         if len(top) != want:
-            return f"{head}: top_n={top_n} returned {len(top)} documents for {len(idx)}, expected {want}", ""
+            return (
+                f"{head}: top_n={top_n} returned {len(top)} documents for {len(idx)}, expected {want}",
+                "",
+            )
         rest = [j for j in idx if j not in top]
         best_rest = max(rest, key=lambda j: r[j]) if rest else None
         if not ranks_as_reference(top, r, tolerance) or (
-                best_rest is not None and not ranks_as_reference([top[-1], best_rest], r, tolerance)):
-            return f"{head}: top_n={top_n} returned items {top}, the reference's top {want} are {expected[:want]}", ""
+            best_rest is not None and not ranks_as_reference([top[-1], best_rest], r, tolerance)
+        ):
+            return (
+                f"{head}: top_n={top_n} returned items {top}, the reference's top {want} are {expected[:want]}",
+                "",
+            )
         for j in top:
             diff = abs(got[j]["top_score"] - r[j])
             if diff > slack(tolerance, r[j]):
-                return (f"{head}: top_n={top_n} scores item {j} {got[j]['top_score']:.7g}, the reference "
-                        f"{r[j]:.7g} (|diff| {diff:.3g} beyond the case's tolerance)"), ""
+                return (
+                    f"{head}: top_n={top_n} scores item {j} {got[j]['top_score']:.7g}, the reference "
+                    f"{r[j]:.7g} (|diff| {diff:.3g} beyond the case's tolerance)"
+                ), ""
     note = f"rerank: {len(groups)} query groups ranked as the reference, results matched by index"
     return None, note + (f"; top_n={top_n} returned each group's top {top_n}" if top_n else "")
 
 
-
-def usage_problem(ref_ids: list | None, metas: list[dict] | None, items: tuple) -> tuple[str | None, str]:
+def usage_problem(
+    ref_ids: list | None, metas: list[dict] | None, items: tuple
+) -> tuple[str | None, str]:
     """(problem, note): each answer's `usage.prompt_tokens` against the number of tokens the
     reference tokenized for its items (one item a request; a /rerank answer covers its query
     group); ("", "") when no answer had usage."""
@@ -73,12 +91,19 @@ def usage_problem(ref_ids: list | None, metas: list[dict] | None, items: tuple) 
         compared += len(idx)
         ran = sum(len(ref_ids[j]) for j in idx)
         if count != ran:
-            return (f"usage.prompt_tokens of {what} is {count}, but the reference ran {ran} tokens "
-                    f"(input {str(items[idx[0]])[:80]!r})"), ""
+            return (
+                f"usage.prompt_tokens of {what} is {count}, but the reference ran {ran} tokens "
+                f"(input {str(items[idx[0]])[:80]!r})"
+            ), ""
     if compared == 0:
-        return None, "usage.prompt_tokens not compared: the reference tokenizes no item as one sequence"
-    return None, f"usage.prompt_tokens equal to the reference's token count for {compared} of {len(items)} items"
-
+        return (
+            None,
+            "usage.prompt_tokens not compared: the reference tokenizes no item as one sequence",
+        )
+    return (
+        None,
+        f"usage.prompt_tokens equal to the reference's token count for {compared} of {len(items)} items",
+    )
 
 
 def usage_units(metas: list[dict] | None) -> list[tuple[str, list[int], int]]:
@@ -91,4 +116,6 @@ def usage_units(metas: list[dict] | None) -> list[tuple[str, list[int], int]]:
         rerank = m.get("rerank") or {}
         if rerank.get("prompt_tokens") is not None:
             groups.setdefault(rerank["group"], (int(rerank["prompt_tokens"]), []))[1].append(i)
-    return units + [(f"/rerank query group {g} (items {idx})", idx, n) for g, (n, idx) in sorted(groups.items())]
+    return units + [
+        (f"/rerank query group {g} (items {idx})", idx, n) for g, (n, idx) in sorted(groups.items())
+    ]

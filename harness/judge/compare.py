@@ -19,15 +19,18 @@ def reference_problem(ref: list[np.ndarray], n_inputs: int) -> str | None:
         return f"the reference is unusable: it returned {len(ref)} outputs for {n_inputs} inputs"
     for i, r in enumerate(ref):
         if r.size == 0:
-            return (f"the reference is unusable: empty reference output at item {i} "
-                    f"(shape {list(r.shape)}); for a PRM this means no step tag was found: check step_tag_id")
+            return (
+                f"the reference is unusable: empty reference output at item {i} "
+                f"(shape {list(r.shape)}); for a PRM this means no step tag was found: check step_tag_id"
+            )
         r64 = f64(r)
         for what, bad in (("NaN", np.isnan(r64)), ("Inf", np.isinf(r64))):
             if bad.any():
-                return (f"the reference is unusable: {what} in reference output at item {i}; "
-                        f"the reference (HF or its golden) is broken, not the runner")
+                return (
+                    f"the reference is unusable: {what} in reference output at item {i}; "
+                    f"the reference (HF or its golden) is broken, not the runner"
+                )
     return None
-
 
 
 def structural_problem(ref: list[np.ndarray], got: list[np.ndarray], n_inputs: int) -> str | None:
@@ -37,8 +40,10 @@ def structural_problem(ref: list[np.ndarray], got: list[np.ndarray], n_inputs: i
         return f"wrong count: {len(got)} outputs for {n_inputs} inputs"
     for i, (r, g) in enumerate(zip(ref, got)):
         if g.size == 0:
-            return (f"empty runner output at item {i} (shape {list(g.shape)}); "
-                    f"for a PRM this means no step tag was found: check step_tag_id")
+            return (
+                f"empty runner output at item {i} (shape {list(g.shape)}); "
+                f"for a PRM this means no step tag was found: check step_tag_id"
+            )
         if r.shape != g.shape:
             return f"shape mismatch at item {i}: reference {list(r.shape)}, runner {list(g.shape)}"
     for i, a in enumerate(got):
@@ -50,7 +55,6 @@ def structural_problem(ref: list[np.ndarray], got: list[np.ndarray], n_inputs: i
     return None
 
 
-
 def degenerate_reference(ref: list[np.ndarray], items: tuple | None = None) -> str | None:
     """A reference whose outputs barely vary across inputs makes any comparison meaningless.
     Counted over DISTINCT inputs (`items`; each item distinct when not given): a duplicate input
@@ -59,15 +63,19 @@ def degenerate_reference(ref: list[np.ndarray], items: tuple | None = None) -> s
     sets)."""
     n_inputs = distinct_inputs(items) if items is not None else len(ref)
     if n_inputs < 2:
-        return (f"{len(ref)} item(s) with {n_inputs} distinct input(s) cannot show that the "
-                f"reference varies with its input (a constant model would pass); give the case >= 2 distinct inputs")
+        return (
+            f"{len(ref)} item(s) with {n_inputs} distinct input(s) cannot show that the "
+            f"reference varies with its input (a constant model would pass); give the case >= 2 distinct inputs"
+        )
     summaries = [(f64(a).mean(axis=0) if a.ndim >= 2 else f64(a)).reshape(-1) for a in ref]
     if len({s.shape for s in summaries}) > 1:
         return None
     distinct = len({np.round(s, 6).tobytes() for s in summaries})
     if distinct < max(2, n_inputs // 2):
-        return (f"reference gives only {distinct} distinct outputs for {n_inputs} distinct inputs; "
-                f"the model or tokenizer is degenerate (e.g. every word is [UNK]) and a comparison proves little")
+        return (
+            f"reference gives only {distinct} distinct outputs for {n_inputs} distinct inputs; "
+            f"the model or tokenizer is degenerate (e.g. every word is [UNK]) and a comparison proves little"
+        )
     collapse = _token_collapse(ref)
     if collapse:
         return collapse
@@ -75,10 +83,11 @@ def degenerate_reference(ref: list[np.ndarray], items: tuple | None = None) -> s
     spread = float((stack.max(0) - stack.min(0)).max())
     scale = max(float(np.abs(stack).mean()), 1e-12)
     if spread <= DEGENERATE_SPREAD * scale:
-        return (f"reference outputs do not vary across inputs (spread {spread:.2e} vs scale {scale:.2e}); "
-                f"the model is degenerate and a comparison would prove nothing")
+        return (
+            f"reference outputs do not vary across inputs (spread {spread:.2e} vs scale {scale:.2e}); "
+            f"the model is degenerate and a comparison would prove nothing"
+        )
     return None
-
 
 
 def _token_collapse(ref: list[np.ndarray]) -> str | None:
@@ -92,13 +101,16 @@ def _token_collapse(ref: list[np.ndarray]) -> str | None:
         return None  # too few tokens per item to tell
     distinct = len(np.unique(np.round(rows, 6), axis=0))
     if distinct <= len(token_items):
-        return (f"reference per-token outputs collapse: {distinct} distinct rows over {len(rows)} tokens of "
-                f"{len(token_items)} items (every token of an item gives the same output); a comparison proves little")
+        return (
+            f"reference per-token outputs collapse: {distinct} distinct rows over {len(rows)} tokens of "
+            f"{len(token_items)} items (every token of an item gives the same output); a comparison proves little"
+        )
     return None
 
 
-
-def token_problem(ref_ids: list | None, got_ids: list | None, items: tuple) -> tuple[str | None, str]:
+def token_problem(
+    ref_ids: list | None, got_ids: list | None, items: tuple
+) -> tuple[str | None, str]:
     """(problem, note): the reference's token ids per item against the runner's prompt token ids.
     Tokenisation regressions (a template inserting "None", a lost EOS, truncation on the wrong
     side) change the ids before any number does. Items the reference did not tokenize as one
@@ -113,17 +125,27 @@ def token_problem(ref_ids: list | None, got_ids: list | None, items: tuple) -> t
         compared += 1
         if r != g:
             pos = next((p for p, (a, b) in enumerate(zip(r, g)) if a != b), min(len(r), len(g)))
-            return (f"token ids differ at item {i}, position {pos}: reference {r[pos] if pos < len(r) else '(end)'}, "
-                    f"runner {g[pos] if pos < len(g) else '(end)'} (lengths {len(r)} and {len(g)}; "
-                    f"input {str(items[i])[:80]!r})"), ""
+            return (
+                f"token ids differ at item {i}, position {pos}: reference {r[pos] if pos < len(r) else '(end)'}, "
+                f"runner {g[pos] if pos < len(g) else '(end)'} (lengths {len(r)} and {len(g)}; "
+                f"input {str(items[i])[:80]!r})"
+            ), ""
     if compared == 0:
-        return None, "token ids not compared: the reference recipe tokenizes no item as one sequence"
+        return (
+            None,
+            "token ids not compared: the reference recipe tokenizes no item as one sequence",
+        )
     return None, f"token ids equal for {compared} of {len(items)} items"
 
 
-
-def calibrated_metrics(tolerance: Tolerance, names: list[str], ref: list[np.ndarray],
-                       ref32: list[np.ndarray], got: list[np.ndarray], items: tuple) -> list[Metric]:
+def calibrated_metrics(
+    tolerance: Tolerance,
+    names: list[str],
+    ref: list[np.ndarray],
+    ref32: list[np.ndarray],
+    got: list[np.ndarray],
+    items: tuple,
+) -> list[Metric]:
     """Half precision: each metric of the runner against HF in float32 (`ref32`), bounded by
     k x the same metric of HF in this dtype (`ref`) against HF in float32 + the floor."""
     assert tolerance.k is not None
@@ -137,18 +159,26 @@ def calibrated_metrics(tolerance: Tolerance, names: list[str], ref: list[np.ndar
     return out
 
 
-
-def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.ndarray], got: list[np.ndarray],
-            items: tuple, ref_ids: list | None = None, got_ids: list | None = None,
-            got_meta: list[dict] | None = None,
-            ref32: list[np.ndarray] | None = None) -> Measurement:
+def measure(
+    tolerance: Tolerance,
+    metric_names: tuple[str, ...],
+    ref: list[np.ndarray],
+    got: list[np.ndarray],
+    items: tuple,
+    ref_ids: list | None = None,
+    got_ids: list | None = None,
+    got_meta: list[dict] | None = None,
+    ref32: list[np.ndarray] | None = None,
+) -> Measurement:
     """An unusable reference first (an error), structural problems next (they make metrics
     meaningless), then token ids, then what a server's answers must satisfy
     (harness.judge.answers, from the runner's per-item `got_meta`), then a degenerate reference,
     then every metric of the task plus any other the tolerance bounds. A tolerance with `k` (half
     precision) is calibrated against `ref32`, HF in float32."""
     if tolerance.k is not None and ref32 is None:
-        raise ValueError("calibrated half-precision bounds (k) need the float32 reference's outputs")
+        raise ValueError(
+            "calibrated half-precision bounds (k) need the float32 reference's outputs"
+        )
     unusable = reference_problem(ref, len(items))
     if unusable is None and tolerance.k is not None:
         unusable = reference_problem(ref32, len(items))  # type: ignore[arg-type]
@@ -163,15 +193,19 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
         return Measurement(problem=problem)
     if ref_ids is None and (any(x is not None for x in got_ids or []) or usage_units(got_meta)):
         # expected and could not run: an error, never a note (e.g. a golden without token ids)
-        return Measurement(reference_problem="the runner recorded prompt token ids (or usage) but "
-                                             "the reference recorded none, so the token-id and "
-                                             "usage checks could not run")
+        return Measurement(
+            reference_problem="the runner recorded prompt token ids (or usage) but "
+            "the reference recorded none, so the token-id and "
+            "usage checks could not run"
+        )
     problem, note = token_problem(ref_ids, got_ids, items)
     if problem is not None:
         return Measurement(problem=problem, notes={"token_ids": problem})
     notes = {"token_ids": note}
-    for name, check in (("usage", lambda: usage_problem(ref_ids, got_meta, items)),
-                        ("rerank", lambda: rerank_problem(tolerance, ref, items, got_meta))):
+    for name, check in (
+        ("usage", lambda: usage_problem(ref_ids, got_meta, items)),
+        ("rerank", lambda: rerank_problem(tolerance, ref, items, got_meta)),
+    ):
         problem, note = check()
         if problem is not None:
             return Measurement(problem=problem, notes={**notes, name: problem})
@@ -183,13 +217,16 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
     bounds = tolerance.bounds()
     unowned = sorted(set(bounds) - set(METRICS) - set(MTEB_BOUNDS))
     if unowned:  # a bound nothing measures must never be dropped silently
-        raise ValueError(f"bounds {unowned} have no metric in harness.judge.metrics.METRICS "
-                         f"nor in the MTEB path")
+        raise ValueError(
+            f"bounds {unowned} have no metric in harness.judge.metrics.METRICS nor in the MTEB path"
+        )
     names = list(metric_names) + [m for m in bounds if m not in metric_names and m in METRICS]
     for m in MTEB_BOUNDS:
         if m in bounds:
-            notes[m] = (f"{m} <= {bounds[m]:g} is gated by `parity mteb` (MTEB scores), "
-                        f"not by this comparison")
+            notes[m] = (
+                f"{m} <= {bounds[m]:g} is gated by `parity mteb` (MTEB scores), "
+                f"not by this comparison"
+            )
     if tolerance.k is not None:
         calibrated = calibrated_metrics(tolerance, names, ref, ref32, got, items)  # type: ignore[arg-type]
         return Measurement(metrics=calibrated, notes=notes)
@@ -197,8 +234,14 @@ def measure(tolerance: Tolerance, metric_names: tuple[str, ...], ref: list[np.nd
     return Measurement(metrics=[Metric(m, values[m], bounds.get(m)) for m in names], notes=notes)
 
 
-
-def compare(case: Case, runner: str, tolerance: Tolerance, metric_names: tuple[str, ...],
-            ref: list[np.ndarray], got: list[np.ndarray], items: tuple,
-            ref32: list[np.ndarray] | None = None) -> Verdict:
+def compare(
+    case: Case,
+    runner: str,
+    tolerance: Tolerance,
+    metric_names: tuple[str, ...],
+    ref: list[np.ndarray],
+    got: list[np.ndarray],
+    items: tuple,
+    ref32: list[np.ndarray] | None = None,
+) -> Verdict:
     return judge(case, runner, measure(tolerance, metric_names, ref, got, items, ref32=ref32))

@@ -62,8 +62,15 @@ def summary(items: list[np.ndarray]) -> list[dict]:
     out = []
     for a in items:
         a64 = np.asarray(a, dtype=np.float64)
-        out.append({"shape": list(a.shape), "mean": float(a64.mean()), "std": float(a64.std()),
-                    "min": float(a64.min()), "max": float(a64.max())})
+        out.append(
+            {
+                "shape": list(a.shape),
+                "mean": float(a64.mean()),
+                "std": float(a64.std()),
+                "min": float(a64.min()),
+                "max": float(a64.max()),
+            }
+        )
     return out
 
 
@@ -77,16 +84,28 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
     from harness.runners.hf import RECIPE_VERSIONS, resolve_recipe
 
     try:
-        arch = (json.loads((Path(model_dir) / "config.json").read_text()).get("architectures") or [""])[0]
+        arch = (
+            json.loads((Path(model_dir) / "config.json").read_text()).get("architectures") or [""]
+        )[0]
     except (OSError, json.JSONDecodeError):
         arch = ""
     name = resolve_recipe(case.task, arch, case.reference)
-    return {"task": case.task, "dtype": dtype, "device": device, "truncate": case.truncate,
-            "hf_options": dict(sorted(case.hf.items())), "recipe": name, "recipe_version": RECIPE_VERSIONS.get(name),
-            # absent when unset: older keys stay valid; "truncate_dim": the cut follows
-            # sentence-transformers' truncate_dim (no re-normalisation unless hf options ask)
-            **({"dimensions": case.dimensions, "truncate_dim": "sentence-transformers"}
-               if case.dimensions else {})}
+    return {
+        "task": case.task,
+        "dtype": dtype,
+        "device": device,
+        "truncate": case.truncate,
+        "hf_options": dict(sorted(case.hf.items())),
+        "recipe": name,
+        "recipe_version": RECIPE_VERSIONS.get(name),
+        # absent when unset: older keys stay valid; "truncate_dim": the cut follows
+        # sentence-transformers' truncate_dim (no re-normalisation unless hf options ask)
+        **(
+            {"dimensions": case.dimensions, "truncate_dim": "sentence-transformers"}
+            if case.dimensions
+            else {}
+        ),
+    }
 
 
 def _tokens_text(token_ids: list | None) -> str:
@@ -97,14 +116,27 @@ def _tokens_text(token_ids: list | None) -> str:
     return "[\n" + ",\n".join(lines) + "\n]\n"
 
 
-def write(root: Path, case_id: str, items: list[np.ndarray], *, task: str, fingerprint: str,
-          inputs: dict, dtype: str, device: str, versions: dict, model: str, key: dict,
-          token_ids: list | None) -> Path:
+def write(
+    root: Path,
+    case_id: str,
+    items: list[np.ndarray],
+    *,
+    task: str,
+    fingerprint: str,
+    inputs: dict,
+    dtype: str,
+    device: str,
+    versions: dict,
+    model: str,
+    key: dict,
+    token_ids: list | None,
+) -> Path:
     """`token_ids`: the reference's prompt token ids per item (None for an item it did not tokenize
     as one sequence), or None when the reference recorded none at all."""
     if token_ids is not None and len(token_ids) != len(items):
-        raise ValueError(f"golden {case_id!r}: {len(token_ids)} token-id entries "
-                         f"for {len(items)} items")
+        raise ValueError(
+            f"golden {case_id!r}: {len(token_ids)} token-id entries for {len(items)} items"
+        )
     d = case_dir(root, case_id)
     d.mkdir(parents=True, exist_ok=True)
     old = _read_manifest(d) if (d / MANIFEST).exists() else None
@@ -121,14 +153,26 @@ def write(root: Path, case_id: str, items: list[np.ndarray], *, task: str, finge
     arrays = d / f"reference-{digest[:12]}.safetensors"
     os.replace(tmp, arrays)
     manifest = {
-        "schema_version": SCHEMA_VERSION, "case_id": case_id, "task": task,
-        "model": model, "model_fingerprint": fingerprint,
-        "inputs": inputs, "dtype": dtype, "device": device, "versions": versions, "reference_key": key,
+        "schema_version": SCHEMA_VERSION,
+        "case_id": case_id,
+        "task": task,
+        "model": model,
+        "model_fingerprint": fingerprint,
+        "inputs": inputs,
+        "dtype": dtype,
+        "device": device,
+        "versions": versions,
+        "reference_key": key,
         "harness_version": __version__,
         "recorded": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "arrays": arrays.name, "arrays_sha256": digest, "items": summary(items),
-        "token_ids": {"file": tokens.name, "sha256": tokens_digest,
-                      "items_with_ids": sum(1 for t in token_ids or [] if t is not None)},
+        "arrays": arrays.name,
+        "arrays_sha256": digest,
+        "items": summary(items),
+        "token_ids": {
+            "file": tokens.name,
+            "sha256": tokens_digest,
+            "items_with_ids": sum(1 for t in token_ids or [] if t is not None),
+        },
     }
     fd, tmp = tempfile.mkstemp(prefix="manifest.", suffix=".tmp", dir=d)
     with os.fdopen(fd, "w") as f:
@@ -153,15 +197,23 @@ def _read_manifest(d: Path) -> dict:
 def read(root: Path, case_id: str) -> Golden:
     d = case_dir(root, case_id)
     if not (d / MANIFEST).exists():
-        raise GoldenError("missing", f"no golden for case {case_id!r} in {root}; record it with "
-                                     f"`parity golden record -k {case_id}`")
+        raise GoldenError(
+            "missing",
+            f"no golden for case {case_id!r} in {root}; record it with "
+            f"`parity golden record -k {case_id}`",
+        )
     manifest = _read_manifest(d)
     arrays = d / str(manifest.get("arrays", ""))
     if not arrays.is_file():
-        raise GoldenError("corrupt", f"{d}: manifest names {manifest.get('arrays')!r}, which is missing")
+        raise GoldenError(
+            "corrupt", f"{d}: manifest names {manifest.get('arrays')!r}, which is missing"
+        )
     if _sha256(arrays) != manifest.get("arrays_sha256"):
-        raise GoldenError("corrupt", f"{arrays}: contents do not match the manifest's sha256 (truncated or "
-                                     f"edited); regenerate with `parity golden update -k {case_id}`")
+        raise GoldenError(
+            "corrupt",
+            f"{arrays}: contents do not match the manifest's sha256 (truncated or "
+            f"edited); regenerate with `parity golden update -k {case_id}`",
+        )
     try:
         items, _ = load_items(arrays)
     except Exception as e:  # noqa: BLE001 - any unreadable file is a corrupt golden
@@ -171,12 +223,16 @@ def read(root: Path, case_id: str) -> Golden:
         return Golden(items, manifest, arrays)
     tokens = d / str(named.get("file", ""))
     if not tokens.is_file():
-        raise GoldenError("corrupt", f"{d}: manifest names token ids {named.get('file')!r}, "
-                                     f"which is missing")
+        raise GoldenError(
+            "corrupt", f"{d}: manifest names token ids {named.get('file')!r}, which is missing"
+        )
     if _sha256(tokens) != named.get("sha256"):
-        raise GoldenError("corrupt", f"{tokens}: contents do not match the manifest's sha256 "
-                                     f"(truncated or edited); regenerate with "
-                                     f"`parity golden update -k {case_id}`")
+        raise GoldenError(
+            "corrupt",
+            f"{tokens}: contents do not match the manifest's sha256 "
+            f"(truncated or edited); regenerate with "
+            f"`parity golden update -k {case_id}`",
+        )
     try:
         requests = json.loads(tokens.read_text())
     except json.JSONDecodeError as e:
@@ -186,31 +242,49 @@ def read(root: Path, case_id: str) -> Golden:
     return Golden(items, manifest, arrays, requests, tokens)
 
 
-def check_matches(golden: Golden, case_id: str, fingerprint: str, inputs_sha256: str, key: dict) -> None:
+def check_matches(
+    golden: Golden, case_id: str, fingerprint: str, inputs_sha256: str, key: dict
+) -> None:
     """Refuse a golden made from other weights, other inputs or another reference (task, dtype,
     device, truncation, options, recipe and its version), saying which and how to fix."""
     m = golden.manifest
     problems = []
     recorded = m.get("reference_key")
     if not isinstance(recorded, dict):
-        problems.append("it records no reference key (made before goldens recorded task, dtype, device, "
-                        "truncation, options and recipe)")
+        problems.append(
+            "it records no reference key (made before goldens recorded task, dtype, device, "
+            "truncation, options and recipe)"
+        )
     else:
-        problems += [f"{k} {recorded.get(k)!r} != case's {key.get(k)!r}" for k in sorted(set(key) | set(recorded))
-                     if recorded.get(k) != key.get(k)]
+        problems += [
+            f"{k} {recorded.get(k)!r} != case's {key.get(k)!r}"
+            for k in sorted(set(key) | set(recorded))
+            if recorded.get(k) != key.get(k)
+        ]
     if not isinstance(m.get("token_ids"), dict):
-        raise GoldenError("stale", f"golden for {case_id!r} was recorded before goldens stored "
-                                   f"the reference's prompt token ids, so the token-id and usage "
-                                   f"checks could not run against it; refused. Re-record it with "
-                                   f"`parity golden update -k {case_id}`")
+        raise GoldenError(
+            "stale",
+            f"golden for {case_id!r} was recorded before goldens stored "
+            f"the reference's prompt token ids, so the token-id and usage "
+            f"checks could not run against it; refused. Re-record it with "
+            f"`parity golden update -k {case_id}`",
+        )
     if m.get("model_fingerprint") != fingerprint:
-        problems.append(f"model fingerprint {str(m.get('model_fingerprint'))[:12]} != case's {fingerprint[:12]}")
+        problems.append(
+            f"model fingerprint {str(m.get('model_fingerprint'))[:12]} != case's {fingerprint[:12]}"
+        )
     if (m.get("inputs") or {}).get("sha256") != inputs_sha256:
-        problems.append(f"input hash {str((m.get('inputs') or {}).get('sha256'))[:12]} != case's {inputs_sha256[:12]}")
+        problems.append(
+            f"input hash {str((m.get('inputs') or {}).get('sha256'))[:12]} != case's {inputs_sha256[:12]}"
+        )
     if problems:
-        raise GoldenError("mismatch", f"golden for {case_id!r} was made from other weights, inputs or reference ("
-                                      + "; ".join(problems) + f"); refused. If the change is intended, run "
-                                      f"`parity golden update -k {case_id}`")
+        raise GoldenError(
+            "mismatch",
+            f"golden for {case_id!r} was made from other weights, inputs or reference ("
+            + "; ".join(problems)
+            + f"); refused. If the change is intended, run "
+            f"`parity golden update -k {case_id}`",
+        )
 
 
 def write_obtained(root: Path, case_id: str, items: list[np.ndarray]) -> Path:

@@ -11,14 +11,11 @@ from harness.matrix.schema import Tolerance
 REL_FLOOR = 1e-6  # |ref| below this counts as this, so max_rel stays finite near zero
 
 
-
 DEGENERATE_SPREAD = 1e-3  # reference outputs varying less than this (relative) prove nothing
-
 
 
 def f64(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
-
 
 
 def cosine_distance(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
@@ -29,15 +26,17 @@ def cosine_distance(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
         g2 = f64(g).reshape(r2.shape)
         num = (r2 * g2).sum(-1)
         den = np.linalg.norm(r2, axis=-1) * np.linalg.norm(g2, axis=-1)
-        cos = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(np.abs(r2 - g2).max(-1) == 0, 1.0, 0.0))
+        cos = np.where(
+            den > 0,
+            num / np.where(den > 0, den, 1.0),
+            np.where(np.abs(r2 - g2).max(-1) == 0, 1.0, 0.0),
+        )
         worst = max(worst, float((1.0 - cos).max()))
     return worst
 
 
-
 def max_abs(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
     return max(float(np.abs(f64(r) - f64(g)).max(initial=0.0)) for r, g in zip(ref, got))
-
 
 
 def max_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
@@ -45,7 +44,6 @@ def max_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
         float((np.abs(f64(r) - f64(g)) / np.maximum(np.abs(f64(r)), REL_FLOOR)).max(initial=0.0))
         for r, g in zip(ref, got)
     )
-
 
 
 def norm_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
@@ -63,9 +61,9 @@ def norm_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
     return worst
 
 
-
-def rank_disagreement(ref: list[np.ndarray], got: list[np.ndarray], items: tuple,
-                      tolerance: Tolerance | None = None) -> float:
+def rank_disagreement(
+    ref: list[np.ndarray], got: list[np.ndarray], items: tuple, tolerance: Tolerance | None = None
+) -> float:
     """Fraction of query groups whose documents the runner ranks otherwise than the reference.
     Reference ties (within the case's slack) may come in any order: the tie rule is
     harness.judge.metrics.ranks_as_reference, shared with the server's /rerank check."""
@@ -80,10 +78,8 @@ def rank_disagreement(ref: list[np.ndarray], got: list[np.ndarray], items: tuple
     return bad / len(groups)
 
 
-
 # bounds of scores, not of outputs: gated by harness.mteb.session (`parity mteb`) only
 MTEB_BOUNDS = ("main_score",)
-
 
 
 METRICS = {
@@ -93,6 +89,8 @@ METRICS = {
     "norm_rel": lambda ref, got, items, tol: norm_rel(ref, got),
     "rank_disagreement": rank_disagreement,
 }
+
+
 def slack(tolerance: Tolerance, value: float) -> float:
     """How far a score may be from the reference's `value` (and two reference scores apart and still
     count as tied): within every bound the case sets, max_abs and max_rel."""
@@ -100,7 +98,6 @@ def slack(tolerance: Tolerance, value: float) -> float:
 
     rel = None if tolerance.max_rel is None else tolerance.max_rel * max(abs(value), REL_FLOOR)
     return min((b for b in (tolerance.max_abs, rel) if b is not None), default=0.0)
-
 
 
 def ranks_as_reference(order: list[int], ref: np.ndarray, tolerance: Tolerance) -> bool:
@@ -111,5 +108,8 @@ def ranks_as_reference(order: list[int], ref: np.ndarray, tolerance: Tolerance) 
     bounds neither). Reference scores that close are tied: a runner inside its tolerance may order
     them either way, so any order among them agrees. Every pair is checked, not only neighbours,
     so a chain of near-ties cannot hide a real inversion."""
-    return all(ref[a] >= ref[b] - slack(tolerance, ref[b])
-               for i, a in enumerate(order) for b in order[i + 1:])
+    return all(
+        ref[a] >= ref[b] - slack(tolerance, ref[b])
+        for i, a in enumerate(order)
+        for b in order[i + 1 :]
+    )

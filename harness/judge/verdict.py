@@ -63,11 +63,15 @@ class Verdict:
     reason: str = ""
     metrics: list[Metric] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)
-    envelope: dict[str, float] = field(default_factory=dict)  # a recorded divergence's bounds, when xfail
+    envelope: dict[str, float] = field(
+        default_factory=dict
+    )  # a recorded divergence's bounds, when xfail
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
-            raise ValueError(f"unknown verdict status {self.status!r}; valid: {', '.join(STATUSES)}")
+            raise ValueError(
+                f"unknown verdict status {self.status!r}; valid: {', '.join(STATUSES)}"
+            )
 
     @property
     def ok(self) -> bool:
@@ -124,7 +128,13 @@ def runner_error(case: "Case", runner: str, status: str, reason: str, error: str
     if status == "error" and known and runner in known.runners and known.error_match in own:
         return Verdict("skip", f"{reason} ({known.reason})")
     div = case.divergence
-    if status == "error" and div is not None and runner in div.runners and div.error_match and div.error_match in own:
+    if (
+        status == "error"
+        and div is not None
+        and runner in div.runners
+        and div.error_match
+        and div.error_match in own
+    ):
         return Verdict("xfail", f"expected divergence: {div.reason} (now: {reason})")
     return Verdict(status, reason)
 
@@ -135,41 +145,78 @@ def _divergence(case: "Case", runner: str, v: Verdict, structural: bool = False)
         return v
     if div.error_match is not None:  # recorded as raising: any output at all means it changed
         if v.status == "pass":
-            return Verdict("xpass", f"case is marked as raising ({div.reason}) but now passes: remove the mark", v.metrics)
-        return Verdict("fail", f"the recorded divergence changed: it was recorded as raising "
-                               f"{div.error_match!r}, now it returns outputs: {v.reason}", v.metrics)
+            return Verdict(
+                "xpass",
+                f"case is marked as raising ({div.reason}) but now passes: remove the mark",
+                v.metrics,
+            )
+        return Verdict(
+            "fail",
+            f"the recorded divergence changed: it was recorded as raising "
+            f"{div.error_match!r}, now it returns outputs: {v.reason}",
+            v.metrics,
+        )
     if structural:
-        return Verdict("fail", f"the recorded divergence changed: {v.reason} (recorded: {div.reason})", v.metrics)
+        return Verdict(
+            "fail",
+            f"the recorded divergence changed: {v.reason} (recorded: {div.reason})",
+            v.metrics,
+        )
     if v.status == "pass":
-        return Verdict("xpass", f"case is marked as diverging ({div.reason}) but now passes: remove the mark", v.metrics)
+        return Verdict(
+            "xpass",
+            f"case is marked as diverging ({div.reason}) but now passes: remove the mark",
+            v.metrics,
+        )
     envelope = div.bounds.bounds() if div.bounds is not None else {}
     by_name = {m.name: m for m in v.metrics}
     missing = [name for name in envelope if name not in by_name]
-    outside = [f"{m.name} {m.value:.3g} > envelope {envelope[m.name]:.3g}" for m in v.metrics
-               if m.name in envelope and not (np.isfinite(m.value) and m.value <= envelope[m.name])]
+    outside = [
+        f"{m.name} {m.value:.3g} > envelope {envelope[m.name]:.3g}"
+        for m in v.metrics
+        if m.name in envelope and not (np.isfinite(m.value) and m.value <= envelope[m.name])
+    ]
     # a failing metric the envelope does not cover is a new kind of difference
-    uncovered = [f"{m.name} {m.value:.3g} > {m.bound:.3g} (not in the envelope)" for m in v.metrics
-                 if not m.ok and m.name not in envelope and m.name not in div.at_ceiling]
+    uncovered = [
+        f"{m.name} {m.value:.3g} > {m.bound:.3g} (not in the envelope)"
+        for m in v.metrics
+        if not m.ok and m.name not in envelope and m.name not in div.at_ceiling
+    ]
     # a metric recorded at its largest value must still be there (else the divergence changed)
     from harness.matrix.schema import METRIC_CEILINGS
 
-    left = [f"{m.name} {m.value:.3g}, recorded at its largest value {METRIC_CEILINGS[m.name]:g}"
-            for m in v.metrics if m.name in div.at_ceiling and m.value != METRIC_CEILINGS[m.name]]
+    left = [
+        f"{m.name} {m.value:.3g}, recorded at its largest value {METRIC_CEILINGS[m.name]:g}"
+        for m in v.metrics
+        if m.name in div.at_ceiling and m.value != METRIC_CEILINGS[m.name]
+    ]
     outside += left
     missing += [name for name in div.at_ceiling if name not in by_name]
     if missing or outside or uncovered:
         what = "; ".join(outside + uncovered + [f"{n} not measured" for n in missing])
-        return Verdict("fail", f"the recorded divergence changed: {what} (recorded: {div.reason})", v.metrics)
-    return Verdict("xfail", f"expected divergence: {div.reason} (now: {v.reason}; inside the recorded envelope "
-                            + ", ".join(f"{k} <= {b:.3g}" for k, b in envelope.items())
-                            + "".join(f"; {k} at its largest value, not held by the envelope"
-                                      for k in div.at_ceiling)
-                            + ")", v.metrics,
-                   envelope=dict(envelope))
+        return Verdict(
+            "fail", f"the recorded divergence changed: {what} (recorded: {div.reason})", v.metrics
+        )
+    return Verdict(
+        "xfail",
+        f"expected divergence: {div.reason} (now: {v.reason}; inside the recorded envelope "
+        + ", ".join(f"{k} <= {b:.3g}" for k, b in envelope.items())
+        + "".join(f"; {k} at its largest value, not held by the envelope" for k in div.at_ceiling)
+        + ")",
+        v.metrics,
+        envelope=dict(envelope),
+    )
 
 
-def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], Measurement],
-                    ref32=None, calibrated: bool = False) -> Verdict:
+def outcome_verdict(
+    case: "Case",
+    runner: str,
+    ref,
+    got,
+    measure: Callable[[], Measurement],
+    ref32=None,
+    calibrated: bool = False,
+) -> Verdict:
     """A case's verdict on one runner from the reference's and the runner's outcomes
     (harness.run.execute.RunOutcome). `measure` compares their outputs; it is called only when both
     produced outputs. Never `pass` without a comparison. `calibrated`: the bounds are k x the
@@ -183,8 +230,11 @@ def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], M
     variant = model_runner_variant(runner)
     actual = got.info.get("actual_runner")
     if variant in ("v1", "v2") and actual != variant:
-        return Verdict("error", f"asked vLLM for model runner {variant.upper()} but it ran {str(actual).upper()} "
-                                f"({got.info.get('runner_evidence', 'no evidence')})")
+        return Verdict(
+            "error",
+            f"asked vLLM for model runner {variant.upper()} but it ran {str(actual).upper()} "
+            f"({got.info.get('runner_evidence', 'no evidence')})",
+        )
     not_in_effect = check_not_in_effect(case, got.info)
     if not_in_effect:
         return Verdict("error", not_in_effect)
@@ -192,16 +242,25 @@ def outcome_verdict(case: "Case", runner: str, ref, got, measure: Callable[[], M
     if variant == "auto" and why_none:
         return Verdict("error", f"default-runner audit: {why_none}")
     if variant == "auto" and expected and actual != expected:
-        return Verdict("fail", f"default-runner audit: vLLM chose {str(actual).upper()} but this family expects "
-                               f"{expected.upper()} ({got.info.get('runner_choice', 'no reason recorded')})")
+        return Verdict(
+            "fail",
+            f"default-runner audit: vLLM chose {str(actual).upper()} but this family expects "
+            f"{expected.upper()} ({got.info.get('runner_choice', 'no reason recorded')})",
+        )
     if ref is None:
         return Verdict("error", "reference (hf) was not run")
     if ref.status != "ok":
-        return Verdict("skip" if ref.status == "skip" else "error", f"reference (hf) {ref.status}: {ref.reason}")
+        return Verdict(
+            "skip" if ref.status == "skip" else "error",
+            f"reference (hf) {ref.status}: {ref.reason}",
+        )
     if calibrated and (ref32 is None or ref32.status != "ok"):
         why = "was not run" if ref32 is None else f"{ref32.status}: {ref32.reason}"
-        return Verdict("error", f"float32 reference (hf in float32, the yardstick of this case's "
-                                f"calibrated half-precision bounds) {why}")
+        return Verdict(
+            "error",
+            f"float32 reference (hf in float32, the yardstick of this case's "
+            f"calibrated half-precision bounds) {why}",
+        )
     try:
         m = measure()
     except Exception as e:  # noqa: BLE001 - a broken output file is this case's error only
@@ -222,15 +281,19 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
     req = info.get("requests") or {}
     head = f"invariance check {check} did not take effect"
     unproven = f"invariance check {check} is not proven"
-    untraced = (f"{unproven}: no trace of vLLM's scheduler for this run "
-                f"({(info.get('engine_trace') or {}).get('absent') or 'the runner recorded none'})")
+    untraced = (
+        f"{unproven}: no trace of vLLM's scheduler for this run "
+        f"({(info.get('engine_trace') or {}).get('absent') or 'the runner recorded none'})"
+    )
     if check == "shuffle":
         order = req.get("arrival_order")
         if order is None:
             return untraced
         if order == sorted(order):
-            return (f"{head}: vLLM's scheduler received the {len(order)} requests in input order "
-                    f"(the permutation is the identity), as in the base run")
+            return (
+                f"{head}: vLLM's scheduler received the {len(order)} requests in input order "
+                f"(the permutation is the identity), as in the base run"
+            )
     elif check == "one_by_one":
         peak, count = req.get("peak_batch"), req.get("count")
         if peak is None:
@@ -238,8 +301,10 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
         if not count or count < 2:
             return f"{head}: the case has {count} request(s); a batch of one is the base run itself"
         if peak != 1:
-            return (f"{head}: an engine step scheduled {peak} requests together "
-                    f"(one in every step needed)")
+            return (
+                f"{head}: an engine step scheduled {peak} requests together "
+                f"(one in every step needed)"
+            )
     elif check == "chunked_prefill":
         chunk, longest = eff.get("max_num_batched_tokens"), req.get("max_prompt_tokens")
         if eff.get("enable_chunked_prefill") is not True:
@@ -247,9 +312,11 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
         if req.get("split_prompts") is None:
             return untraced
         if not req["split_prompts"]:
-            return (f"{head}: vLLM's scheduler split no prompt across engine steps (longest prompt "
-                    f"{longest} tokens, {chunk}-token steps); use longer inputs or a smaller "
-                    f"max_num_batched_tokens")
+            return (
+                f"{head}: vLLM's scheduler split no prompt across engine steps (longest prompt "
+                f"{longest} tokens, {chunk}-token steps); use longer inputs or a smaller "
+                f"max_num_batched_tokens"
+            )
     elif check == "no_chunked_prefill":
         budget, tokens = eff.get("max_num_batched_tokens"), req.get("tokens_scheduled")
         if eff.get("enable_chunked_prefill") is not False:
@@ -260,32 +327,42 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
             split = req["split_prompts"]
             return f"{head}: vLLM's scheduler split {split} prompt(s) across engine steps"
         if budget is None or tokens <= budget:
-            return (f"{head}: all {tokens} prompt tokens fit one {budget}-token step, so no "
-                    f"prompt had to wait for a later step instead of being split (as in the base "
-                    f"run); use more inputs or a smaller max_num_batched_tokens")
+            return (
+                f"{head}: all {tokens} prompt tokens fit one {budget}-token step, so no "
+                f"prompt had to wait for a later step instead of being split (as in the base "
+                f"run); use more inputs or a smaller max_num_batched_tokens"
+            )
     elif check == "prefix_cache":
         if eff.get("enable_prefix_caching") is not True:
             return f"{head}: the engine ran with enable_prefix_caching={eff.get('enable_prefix_caching')}"
         if not req.get("cached_tokens"):
-            return (f"{head}: the second pass read {req.get('cached_tokens')} tokens from the prefix cache "
-                    f"(prompts of {req.get('min_prompt_tokens')}-{req.get('max_prompt_tokens')} tokens, "
-                    f"KV block {eff.get('block_size')}): a prompt shorter than a block cannot hit the cache")
+            return (
+                f"{head}: the second pass read {req.get('cached_tokens')} tokens from the prefix cache "
+                f"(prompts of {req.get('min_prompt_tokens')}-{req.get('max_prompt_tokens')} tokens, "
+                f"KV block {eff.get('block_size')}): a prompt shorter than a block cannot hit the cache"
+            )
     elif check in ("concurrent", "sequential"):
         peak = req.get("peak_in_flight")
         if peak is None or (peak < 2 if check == "concurrent" else peak != 1):
-            return (f"{head}: at most {peak} requests were in flight at once "
-                    f"({'more than one' if check == 'concurrent' else 'exactly one'} needed)")
+            return (
+                f"{head}: at most {peak} requests were in flight at once "
+                f"({'more than one' if check == 'concurrent' else 'exactly one'} needed)"
+            )
         if check == "concurrent":
             return _server_batching_unproven(unproven, req)
         server = req.get("server_metrics") or {}
         if (server.get("requests_finished") or 0) > (server.get("engine_steps") or 0) > 0:
             done, steps = server["requests_finished"], server["engine_steps"]
-            return (f"{head}: one request was in flight at a time, yet the server finished "
-                    f"{done} requests in {steps} engine steps")
+            return (
+                f"{head}: one request was in flight at a time, yet the server finished "
+                f"{done} requests in {steps} engine steps"
+            )
     elif check == "no_prefix_cache":
         if eff.get("enable_prefix_caching") is not False or req.get("cached_tokens"):
-            return (f"{head}: enable_prefix_caching={eff.get('enable_prefix_caching')}, "
-                    f"{req.get('cached_tokens')} tokens read from the cache")
+            return (
+                f"{head}: enable_prefix_caching={eff.get('enable_prefix_caching')}, "
+                f"{req.get('cached_tokens')} tokens read from the cache"
+            )
     return None
 
 
@@ -300,6 +377,8 @@ def _server_batching_unproven(unproven: str, req: dict) -> str | None:
     if steps is None or done is None:
         return f"{unproven}: the server's /metrics has no engine-step or finished-request counts"
     if done <= steps:
-        return (f"{unproven}: the server finished {done} requests in {steps} engine steps, so no "
-                f"step is known to have held more than one (the server may not have batched them)")
+        return (
+            f"{unproven}: the server finished {done} requests in {steps} engine steps, so no "
+            f"step is known to have held more than one (the server may not have batched them)"
+        )
     return None

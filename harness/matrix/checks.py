@@ -24,12 +24,25 @@ _VARIANTS: dict[str, tuple[dict, dict]] = {
     # over several steps); unchunked, prompts that do not fit wait whole for a later step (proof:
     # more tokens than one step holds, none split). vLLM wants max_num_batched_tokens >=
     # max_model_len without chunking, hence 64-token prompts at most there.
-    "chunked_prefill": ({"enable_chunked_prefill": True, "max_num_batched_tokens": 16, "max_num_seqs": 16}, {}),
-    "no_chunked_prefill": ({"enable_chunked_prefill": False, "max_model_len": 64,
-                            "max_num_batched_tokens": 64, "max_num_seqs": 16}, {}),
+    "chunked_prefill": (
+        {"enable_chunked_prefill": True, "max_num_batched_tokens": 16, "max_num_seqs": 16},
+        {},
+    ),
+    "no_chunked_prefill": (
+        {
+            "enable_chunked_prefill": False,
+            "max_model_len": 64,
+            "max_num_batched_tokens": 64,
+            "max_num_seqs": 16,
+        },
+        {},
+    ),
     # the same requests twice: the second pass reads the prefix cache the first one filled. Only
     # whole KV blocks are cached and CPU blocks hold 128 tokens: 32-token blocks (the CPU minimum) let short prompts hit
-    "prefix_cache": ({"enable_prefix_caching": True, "block_size": 32}, {"warm_prefix_cache": True}),
+    "prefix_cache": (
+        {"enable_prefix_caching": True, "block_size": 32},
+        {"warm_prefix_cache": True},
+    ),
     "no_prefix_cache": ({"enable_prefix_caching": False}, {}),
 }
 
@@ -56,9 +69,12 @@ def runners_of(check: str) -> tuple[str, ...]:
 def misfit_checks(case: Case) -> list[str]:
     """Why each of a case's checks would run on none of its runners (a matrix error: a derived
     case without runners would be dropped silently)."""
-    return [f"check {check!r} runs on {', '.join(runners_of(check))}, none of which the case runs "
-            f"(runners: {', '.join(case.runners)}): add one of them or remove the check"
-            for check in case.checks if not set(runners_of(check)) & set(case.runners)]
+    return [
+        f"check {check!r} runs on {', '.join(runners_of(check))}, none of which the case runs "
+        f"(runners: {', '.join(case.runners)}): add one of them or remove the check"
+        for check in case.checks
+        if not set(runners_of(check)) & set(case.runners)
+    ]
 
 
 def expand_checks(cases: list[Case], seed: int = 0) -> list[Case]:
@@ -70,14 +86,18 @@ def expand_checks(cases: list[Case], seed: int = 0) -> list[Case]:
             engine, options = _VARIANTS.get(check, ({}, {}))
             options = {k: (seed if v == "{seed}" else v) for k, v in options.items()}
             serve = case.serve.model_copy(update=_SERVE_VARIANTS.get(check, {}))
-            out.append(case.model_copy(update={
-                "id": f"{case.id}@{check}",
-                "runners": [r for r in case.runners if r in runners_of(check)],
-                "engine": {**case.engine, **engine},
-                "serve": serve,
-                "run_options": {**case.run_options, **options},
-                "variant_of": case.id,
-                "checks": [],
-                "divergence": case.divergence,
-            }))
+            out.append(
+                case.model_copy(
+                    update={
+                        "id": f"{case.id}@{check}",
+                        "runners": [r for r in case.runners if r in runners_of(check)],
+                        "engine": {**case.engine, **engine},
+                        "serve": serve,
+                        "run_options": {**case.run_options, **options},
+                        "variant_of": case.id,
+                        "checks": [],
+                        "divergence": case.divergence,
+                    }
+                )
+            )
     return out

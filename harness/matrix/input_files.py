@@ -71,7 +71,9 @@ def _jsonl(path: Path, base: Path) -> list[Item]:
         except json.JSONDecodeError as e:
             raise InputError(f"{where}: not valid JSON ({e.msg})") from None
         if not isinstance(obj, dict):
-            raise InputError(f"{where}: expected a JSON object with text, query + document, or image")
+            raise InputError(
+                f"{where}: expected a JSON object with text, query + document, or image"
+            )
         if isinstance(obj.get("text"), str):
             items.append(obj["text"])
         elif isinstance(obj.get("query"), str) and isinstance(obj.get("document"), str):
@@ -79,18 +81,24 @@ def _jsonl(path: Path, base: Path) -> list[Item]:
         elif isinstance(obj.get("image"), str):
             items.append(_image_item(_safe(obj["image"], base, relative_to=path.parent), where))
         else:
-            raise InputError(f"{where}: expected a string 'text', strings 'query' and 'document', or an 'image' path; "
-                             f"got keys {sorted(obj)}")
+            raise InputError(
+                f"{where}: expected a string 'text', strings 'query' and 'document', or an 'image' path; "
+                f"got keys {sorted(obj)}"
+            )
     kinds = {type(it).__name__ for it in items}
     if "tuple" in kinds and len(kinds) > 1:
-        raise InputError(f"{path}: mixes (query, document) pairs with single items; a set is one or the other")
+        raise InputError(
+            f"{path}: mixes (query, document) pairs with single items; a set is one or the other"
+        )
     return items
 
 
 def load(spec: Any, base: Path) -> InputSet:
     """Read an input spec (see the module doc) into a registered InputSet; its name goes in the case."""
     if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in KINDS:
-        raise InputError(f"an input spec is a mapping with exactly one of {', '.join(KINDS)}, got {spec!r}")
+        raise InputError(
+            f"an input spec is a mapping with exactly one of {', '.join(KINDS)}, got {spec!r}"
+        )
     kind, value = next(iter(spec.items()))
     portable: list = []
     if kind == "texts":
@@ -98,8 +106,10 @@ def load(spec: Any, base: Path) -> InputSet:
             raise InputError("inputs.texts must be a list of strings")
         items: list[Item] = list(value)
     elif kind == "pairs":
-        if not isinstance(value, list) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
-                                                  for p in value):
+        if not isinstance(value, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+            for p in value
+        ):
             raise InputError("inputs.pairs must be a list of [query, document] string pairs")
         items = [tuple(p) for p in value]
     elif kind == "images":
@@ -119,9 +129,17 @@ def load(spec: Any, base: Path) -> InputSet:
         else:
             raise InputError(f"inputs.file: {path}: expected a .txt (a text a line) or .jsonl file")
     if not items:
-        raise InputError(f"inputs.{kind}: the input set is empty ({value if kind in ('file', 'images') else 'inline'})")
+        raise InputError(
+            f"inputs.{kind}: the input set is empty ({value if kind in ('file', 'images') else 'inline'})"
+        )
     for it in items:
-        portable.append({"image": "file:" + _portable(Path(it["image"][5:]), base)} if isinstance(it, dict) else it)
+        portable.append(
+            {"image": "file:" + _portable(Path(it["image"][5:]), base)}
+            if isinstance(it, dict)
+            else it
+        )
     digest = hashlib.sha256(json.dumps(portable, ensure_ascii=False).encode()).hexdigest()[:12]
     label = _portable(_safe(str(value), base), base) if kind in ("file", "images") else "inline"
-    return register(InputSet(f"{kind}:{label}@{digest}", 1, tuple(items), hash_items=tuple(portable)))
+    return register(
+        InputSet(f"{kind}:{label}@{digest}", 1, tuple(items), hash_items=tuple(portable))
+    )

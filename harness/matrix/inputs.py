@@ -12,7 +12,9 @@ from typing import Callable, Union
 import numpy as np
 
 DATA = Path(__file__).parent.parent / "data"
-Item = Union[str, tuple, dict]  # text, (query, document), or {"image": "<set>/<i>"} (also as a document)
+Item = Union[
+    str, tuple, dict
+]  # text, (query, document), or {"image": "<set>/<i>"} (also as a document)
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,10 @@ def _word_salad(seed: int, low: int, high: int, count: int = 8) -> tuple[Item, .
     """`count` seeded word sequences of low..high words from the shipped word list."""
     rng = np.random.default_rng(seed)
     words = _words()
-    return tuple(" ".join(words[i] for i in rng.integers(0, len(words), int(rng.integers(low, high)))) + "."
-                 for _ in range(count))
+    return tuple(
+        " ".join(words[i] for i in rng.integers(0, len(words), int(rng.integers(low, high)))) + "."
+        for _ in range(count)
+    )
 
 
 def _long_texts() -> tuple[Item, ...]:
@@ -70,44 +74,69 @@ def _overlong_texts() -> tuple[Item, ...]:
     return _word_salad(11, 150, 250)
 
 
-def _ranked_pairs(docs: list[str], owners: list[int], make_query: Callable[[str], str], seed: int) -> tuple[Item, ...]:
+def _ranked_pairs(
+    docs: list[str], owners: list[int], make_query: Callable[[str], str], seed: int
+) -> tuple[Item, ...]:
     """Each query meets 4 documents: the one it was made from first, then 3 others (seeded), so
     rankings can be compared."""
     rng = np.random.default_rng(seed)
     pairs = []
     for own in owners:
-        others = [docs[j] for j in rng.choice([j for j in range(len(docs)) if j != own], 3, replace=False)]
+        others = [
+            docs[j] for j in rng.choice([j for j in range(len(docs)) if j != own], 3, replace=False)
+        ]
         pairs += [(make_query(docs[own]), d) for d in [docs[own], *others]]
     return tuple(pairs)
 
 
 def _query_document_pairs() -> tuple[Item, ...]:
-    return _ranked_pairs(_texts(), [qi * 4 for qi in range(6)],
-                         lambda doc: " ".join(doc.lower().rstrip(".?!").split()[1:5]), seed=7)
+    return _ranked_pairs(
+        _texts(),
+        [qi * 4 for qi in range(6)],
+        lambda doc: " ".join(doc.lower().rstrip(".?!").split()[1:5]),
+        seed=7,
+    )
 
 
 def _long_query_document_pairs() -> tuple[Item, ...]:
     # 4 queries x 4 long documents (40..90 words): prompts longer than a prefix-cache block
-    return _ranked_pairs(list(_long_texts()), [qi * 2 for qi in range(4)],
-                         lambda doc: " ".join(doc.rstrip(".").split()[:4]), seed=8)
+    return _ranked_pairs(
+        list(_long_texts()),
+        [qi * 2 for qi in range(4)],
+        lambda doc: " ".join(doc.rstrip(".").split()[:4]),
+        seed=8,
+    )
 
 
 def _adversarial_texts() -> tuple[Item, ...]:
     """Inputs where engines break: scripts and normalisation, whitespace, text that spells special
     tokens, duplicates and equal lengths in one batch, and one token beside a long input."""
-    cafe_nfc, cafe_nfd = "caf\u00e9 au lait", "cafe\u0301 au lait"  # the same word, composed and decomposed
-    long = " ".join(_words()[i % 60] for i in range(90)) + "."  # about 100 tokens: inside 128 positions
+    cafe_nfc, cafe_nfd = (
+        "caf\u00e9 au lait",
+        "cafe\u0301 au lait",
+    )  # the same word, composed and decomposed
+    long = (
+        " ".join(_words()[i % 60] for i in range(90)) + "."
+    )  # about 100 tokens: inside 128 positions
     return (
         "\u732b\u304c\u9759\u304b\u306b\u5ea7\u3063\u3066\u3044\u308b\u3002",  # Japanese
         "\u0627\u0644\u0642\u0637\u0629 \u062a\u062c\u0644\u0633 \u0628\u0647\u062f\u0648\u0621",  # Arabic (RTL)
-        "family \U0001F468\u200D\U0001F469\u200D\U0001F467 and a cat \U0001F408",  # emoji, ZWJ sequence
-        cafe_nfc, cafe_nfd,
-        "  leading and trailing spaces  ", "tabs\tand\nnew\nlines", "a", "cat",
-        "the [SEP] token and [CLS] spelled out", "ends with <|endoftext|> and <pad> as text",
+        "family \U0001f468\u200d\U0001f469\u200d\U0001f467 and a cat \U0001f408",  # emoji, ZWJ sequence
+        cafe_nfc,
+        cafe_nfd,
+        "  leading and trailing spaces  ",
+        "tabs\tand\nnew\nlines",
+        "a",
+        "cat",
+        "the [SEP] token and [CLS] spelled out",
+        "ends with <|endoftext|> and <pad> as text",
         "The cat sat quietly on the warm stone near the river.",
         "The cat sat quietly on the warm stone near the river.",  # a duplicate in the same batch
-        "red fox runs", "old map fades", "big dog barks",  # equal lengths
-        long, "x",  # one token beside a long input
+        "red fox runs",
+        "old map fades",
+        "big dog barks",  # equal lengths
+        long,
+        "x",  # one token beside a long input
     )
 
 
@@ -137,8 +166,14 @@ def _texts_and_images() -> tuple[Item, ...]:
 
 def _query_image_pairs() -> tuple[Item, ...]:
     # each text query meets 4 images: the one it describes first, then 3 others (rankings are checked)
-    queries = ["a smooth colour gradient", "black and white checkerboard squares", "a red circle and a green box",
-               "a blue triangle crossed by a line", "the word cat in black letters", "yellow digits on dark blue"]
+    queries = [
+        "a smooth colour gradient",
+        "black and white checkerboard squares",
+        "a red circle and a green box",
+        "a blue triangle crossed by a line",
+        "the word cat in black letters",
+        "yellow digits on dark blue",
+    ]
     described = [0, 3, 4, 5, 6, 7]
     rng = np.random.default_rng(5)
     images = _images()
@@ -165,7 +200,9 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
 INPUT_SET_NAMES = tuple(sorted(_SETS))
 
 
-_REGISTERED: dict[str, InputSet] = {}  # sets read from files or the matrix (harness.matrix.input_files)
+_REGISTERED: dict[
+    str, InputSet
+] = {}  # sets read from files or the matrix (harness.matrix.input_files)
 
 
 def register(inputs: InputSet) -> InputSet:
@@ -188,7 +225,9 @@ def _builtin(name: str) -> InputSet:
     try:
         version, make = _SETS[name]
     except KeyError:
-        raise ValueError(f"unknown input set {name!r}; valid: {', '.join(INPUT_SET_NAMES)}") from None
+        raise ValueError(
+            f"unknown input set {name!r}; valid: {', '.join(INPUT_SET_NAMES)}"
+        ) from None
     return InputSet(name, version, make())
 
 

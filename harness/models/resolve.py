@@ -13,9 +13,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.models.cache import ModelUnavailable, fingerprint
 from harness.matrix.paths import contained_path
 from harness.matrix.schema import HubCacheModel, LocalModel, PackageModel, SyntheticModel
+from harness.models.cache import ModelUnavailable, fingerprint
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,6 @@ class ResolvedModel:
     path: Path
     fingerprint: str
     description: str  # where it came from, for reports
-
 
 
 def _resolve_package(src: PackageModel) -> Path:
@@ -37,7 +36,6 @@ def _resolve_package(src: PackageModel) -> Path:
     if not path.is_dir():
         raise ModelUnavailable(f"package {src.package!r} has no model folder {src.path!r} ({path})")
     return path
-
 
 
 def _resolve_hf_cache(src: HubCacheModel) -> Path:
@@ -57,13 +55,11 @@ def _resolve_hf_cache(src: HubCacheModel) -> Path:
         ) from None
 
 
-
 def _resolve_local(src: LocalModel, base: Path) -> Path:
     path = contained_path(src.path, base, "local model path")
     if not path.is_dir():
         raise ModelUnavailable(f"local model folder {path} does not exist")
     return path
-
 
 
 def build_synthetic(src: SyntheticModel, timeout: float = 600) -> Path:
@@ -75,14 +71,15 @@ def build_synthetic(src: SyntheticModel, timeout: float = 600) -> Path:
         return target
     proc = subprocess.run(
         [sys.executable, "-m", "harness.models.synthetic", src.model_dump_json()],
-        capture_output=True, text=True, timeout=timeout,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
     )
     if proc.returncode != 0 or not (target / "fingerprint.txt").exists():
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
         raise RuntimeError(f"building synthetic {src.arch} checkpoint failed:\n{tail}")
     return target
-
 
 
 def resolve(src, base: Path) -> ResolvedModel:
@@ -99,7 +96,6 @@ def resolve(src, base: Path) -> ResolvedModel:
     else:
         desc = f"local {path}"
     return ResolvedModel(path, fingerprint(path), desc)
-
 
 
 def stored_model_dir(src, base: Path) -> Path:

@@ -90,8 +90,15 @@ def diff(old: Report, new: Report, factor: float = DRIFT_FACTOR) -> Diff:
             inside = bound is None or va <= bound
             if grew > factor and inside and a.status == "pass":
                 share = f", {va / bound:.2g} of its bound" if bound else ""
-                out.changes.append(Change(*key, "drift", f"{name} {vb:.3g}", f"{name} {va:.3g}",
-                                          f"grew {grew:.3g}x, still inside{share}"))
+                out.changes.append(
+                    Change(
+                        *key,
+                        "drift",
+                        f"{name} {vb:.3g}",
+                        f"{name} {va:.3g}",
+                        f"grew {grew:.3g}x, still inside{share}",
+                    )
+                )
     return out
 
 
@@ -143,6 +150,7 @@ def output_difference(a: Path, b: Path) -> tuple[float | None, str]:
 
 def compare_outputs(old: Report, new: Report, old_dir: Path, new_dir: Path) -> list[OutputDelta]:
     """Per (case, runner) present in both runs, hf's reference outputs included: OLD's outputs vs NEW's."""
+
     def recorded(r: Report) -> dict[tuple[str, str], tuple[str | None, str]]:
         out = {(x.case_id, x.runner): (x.output, x.status) for x in r.results}
         out.update({(x.case_id, "hf"): (x.output, x.status) for x in r.references})
@@ -159,12 +167,17 @@ def compare_outputs(old: Report, new: Report, old_dir: Path, new_dir: Path) -> l
             deltas.append(OutputDelta(*key, None, f"{side} recorded no output ({status})"))
             continue
         pb, pa = resolve_output(ob, old_dir), resolve_output(oa, new_dir)
-        missing = [f"{side} output file missing: {rec} (looked beside {where})"
-                   for side, p, rec, where in (("OLD", pb, ob, old_dir), ("NEW", pa, oa, new_dir)) if p is None]
+        missing = [
+            f"{side} output file missing: {rec} (looked beside {where})"
+            for side, p, rec, where in (("OLD", pb, ob, old_dir), ("NEW", pa, oa, new_dir))
+            if p is None
+        ]
         if missing:
             deltas.append(OutputDelta(*key, None, "; ".join(missing)))
         elif pb.resolve() == pa.resolve():
-            deltas.append(OutputDelta(*key, None, f"OLD and NEW name the same file {pa}: nothing to compare"))
+            deltas.append(
+                OutputDelta(*key, None, f"OLD and NEW name the same file {pa}: nothing to compare")
+            )
         else:
             try:
                 deltas.append(OutputDelta(*key, *output_difference(pb, pa)))
@@ -173,26 +186,47 @@ def compare_outputs(old: Report, new: Report, old_dir: Path, new_dir: Path) -> l
     return deltas
 
 
-TITLES = {"new-failure": "New failures", "fixed": "Fixed", "status": "Other verdict changes",
-          "drift": "Drift inside the bounds (warnings)", "added": "Added", "removed": "Removed"}
+TITLES = {
+    "new-failure": "New failures",
+    "fixed": "Fixed",
+    "status": "Other verdict changes",
+    "drift": "Drift inside the bounds (warnings)",
+    "added": "Added",
+    "removed": "Removed",
+}
 CHANGE_HEAD = ("case", "runner", "before", "after", "detail")
 OUTPUT_HEAD = ("case", "runner", "max abs difference (OLD vs NEW)", "problem")
 
 
 def change_tables(d: Diff) -> list[tuple[str, str, list[tuple[str, str, str, str, str]]]]:
     """(kind, title, rows) for each kind of change there is; Markdown and HTML lay these out."""
-    return [(kind, f"{title} ({len(d.of(kind))})", [(c.case_id, c.runner, c.before, c.after, c.detail) for c in d.of(kind)])
-            for kind, title in TITLES.items() if d.of(kind)]
+    return [
+        (
+            kind,
+            f"{title} ({len(d.of(kind))})",
+            [(c.case_id, c.runner, c.before, c.after, c.detail) for c in d.of(kind)],
+        )
+        for kind, title in TITLES.items()
+        if d.of(kind)
+    ]
 
 
 def output_summary(deltas: list[OutputDelta]) -> tuple[str, list[OutputDelta], list[OutputDelta]]:
     """(a sentence, the rows that moved or could not be compared, largest first; the identical ones)."""
     problems = [x for x in deltas if x.problem]
     identical = [x for x in deltas if not x.problem and x.max_abs == 0]
-    moved = sorted((x for x in deltas if not x.problem and x.max_abs != 0), key=lambda x: -(x.max_abs or 0))
-    top = f", largest {moved[0].max_abs:.3g} ({moved[0].case_id} on {moved[0].runner})" if moved else ""
-    text = (f"{len(deltas)} (case, runner) outputs compared: {len(identical)} identical, {len(moved)} differ{top}, "
-            f"{len(problems)} could not be compared")
+    moved = sorted(
+        (x for x in deltas if not x.problem and x.max_abs != 0), key=lambda x: -(x.max_abs or 0)
+    )
+    top = (
+        f", largest {moved[0].max_abs:.3g} ({moved[0].case_id} on {moved[0].runner})"
+        if moved
+        else ""
+    )
+    text = (
+        f"{len(deltas)} (case, runner) outputs compared: {len(identical)} identical, {len(moved)} differ{top}, "
+        f"{len(problems)} could not be compared"
+    )
     return text, problems + moved, identical
 
 
@@ -202,11 +236,20 @@ def _fmt_delta(x: OutputDelta) -> str:
 
 def to_markdown(d: Diff, old: Report, new: Report) -> str:
     head = "❌ new failures" if d.exit_code else "✅ no new failure"
-    lines = [f"## parity diff: {head}", "",
-             f"`{old.matrix}` @ {(old.git_commit or '?')[:10]} ({old.started}) → "
-             f"`{new.matrix}` @ {(new.git_commit or '?')[:10]} ({new.started})", ""]
+    lines = [
+        f"## parity diff: {head}",
+        "",
+        f"`{old.matrix}` @ {(old.git_commit or '?')[:10]} ({old.started}) → "
+        f"`{new.matrix}` @ {(new.git_commit or '?')[:10]} ({new.started})",
+        "",
+    ]
     for _, title, rows in change_tables(d):
-        lines += [f"### {title}", "", "| " + " | ".join(CHANGE_HEAD) + " |", "|---" * len(CHANGE_HEAD) + "|"]
+        lines += [
+            f"### {title}",
+            "",
+            "| " + " | ".join(CHANGE_HEAD) + " |",
+            "|---" * len(CHANGE_HEAD) + "|",
+        ]
         lines += [f"| `{c}` | {r} | {b} | {a} | {md_escape(x)} |" for c, r, b, a, x in rows]
         lines.append("")
     if not d.changes:
@@ -219,7 +262,11 @@ def to_markdown(d: Diff, old: Report, new: Report) -> str:
         if shown:
             lines += head + [row(x) for x in shown] + [""]
         if identical:
-            lines += [f"<details><summary>{len(identical)} identical</summary>", ""] + head + [row(x) for x in identical]
+            lines += (
+                [f"<details><summary>{len(identical)} identical</summary>", ""]
+                + head
+                + [row(x) for x in identical]
+            )
             lines += ["", "</details>", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
@@ -228,20 +275,40 @@ def to_html(d: Diff, old: Report, new: Report) -> str:
     from harness.report.html import Raw, badge, details, esc, page, table
 
     def side(r: Report) -> str:
-        return f"{r.matrix} @ {(r.git_commit or '?')[:10]} ({r.started}); {headline(r, marks=False)}"
+        return (
+            f"{r.matrix} @ {(r.git_commit or '?')[:10]} ({r.started}); {headline(r, marks=False)}"
+        )
 
-    lead = (f"<p>{badge('fail' if d.exit_code else 'pass', 'new failures' if d.exit_code else 'no new failure')}</p>"
-            f"<p>OLD: {esc(side(old))}<br>NEW: {esc(side(new))}</p>")
-    sections = [(kind, title, table(CHANGE_HEAD, ([Raw(f"<code>{esc(c)}</code>"), r, b, a, x] for c, r, b, a, x in rows)))
-                for kind, title, rows in change_tables(d)]
+    lead = (
+        f"<p>{badge('fail' if d.exit_code else 'pass', 'new failures' if d.exit_code else 'no new failure')}</p>"
+        f"<p>OLD: {esc(side(old))}<br>NEW: {esc(side(new))}</p>"
+    )
+    sections = [
+        (
+            kind,
+            title,
+            table(
+                CHANGE_HEAD, ([Raw(f"<code>{esc(c)}</code>"), r, b, a, x] for c, r, b, a, x in rows)
+            ),
+        )
+        for kind, title, rows in change_tables(d)
+    ]
     if not d.changes:
         sections.append(("changes", "Verdicts and metrics", "<p>Nothing moved.</p>"))
     if d.outputs is not None:
         text, shown, identical = output_summary(d.outputs)
 
         def rows(xs: list[OutputDelta]):
-            return ([Raw(f"<code>{esc(x.case_id)}</code>"), x.runner, _fmt_delta(x),
-                     Raw(f'<span class="bad">{esc(x.problem)}</span>') if x.problem else ""] for x in xs)
+            return (
+                [
+                    Raw(f"<code>{esc(x.case_id)}</code>"),
+                    x.runner,
+                    _fmt_delta(x),
+                    Raw(f'<span class="bad">{esc(x.problem)}</span>') if x.problem else "",
+                ]
+                for x in xs
+            )
+
         body = f"<p>{esc(text)}.</p>" + (table(OUTPUT_HEAD, rows(shown)) if shown else "")
         if identical:
             body += details(f"{len(identical)} identical", table(OUTPUT_HEAD, rows(identical)))

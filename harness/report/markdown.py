@@ -10,7 +10,6 @@ def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.2e}"
 
 
-
 def metrics_cell(r: Result) -> str:
     parts = []
     for m in r.metrics:
@@ -18,7 +17,6 @@ def metrics_cell(r: Result) -> str:
         bound = f" {op} {_fmt(m.bound)}" if m.bound is not None else ""
         parts.append(f"{m.name} {_fmt(m.value)}{bound}{_own_error(m)}")
     return "<br>".join(parts) or "-"
-
 
 
 def _own_error(m: MetricOut) -> str:
@@ -29,14 +27,11 @@ def _own_error(m: MetricOut) -> str:
     return f" (HF's own {_fmt(m.ref_error)}{ratio})"
 
 
-
 def md_escape(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-
 MARKDOWN_BUDGET = 60_000  # characters; GitHub refuses a comment over 65,536
-
 
 
 def _folded_passes(passes: list[Result]) -> list[str]:
@@ -46,15 +41,23 @@ def _folded_passes(passes: list[Result]) -> list[str]:
     by_family: dict[str, list[Result]] = {}
     for r in passes:
         by_family.setdefault(r.family, []).append(r)
-    out = ["", f"<details><summary>{len(passes)} passes, one line per family, each with its closest call to a bound</summary>", "",
-           "| family | passes | runners | closest to its bound |", "|---|---|---|---|"]
+    out = [
+        "",
+        f"<details><summary>{len(passes)} passes, one line per family, each with its closest call to a bound</summary>",
+        "",
+        "| family | passes | runners | closest to its bound |",
+        "|---|---|---|---|",
+    ]
     for fam, rs in sorted(by_family.items()):
         worst = max(rs, key=lambda r: margin(r) or 0.0)
         m = margin(worst)
-        closest = f"`{worst.case_id}` on {worst.runner}: {m:.2g} of its bound" if m is not None else "-"
-        out.append(f"| {fam} | {len(rs)} | {', '.join(sorted({r.runner for r in rs}))} | {closest} |")
+        closest = (
+            f"`{worst.case_id}` on {worst.runner}: {m:.2g} of its bound" if m is not None else "-"
+        )
+        out.append(
+            f"| {fam} | {len(rs)} | {', '.join(sorted({r.runner for r in rs}))} | {closest} |"
+        )
     return out + ["", "</details>"]
-
 
 
 def to_markdown(report: Report, max_reason: int = 300) -> str:
@@ -63,7 +66,8 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
     lines = [
         f"## {head}",
         "",
-        " · ".join(f"{c[k]} {k}" for k in ORDER if c.get(k)) + f" · device `{report.device}` · matrix `{report.matrix}`"
+        " · ".join(f"{c[k]} {k}" for k in ORDER if c.get(k))
+        + f" · device `{report.device}` · matrix `{report.matrix}`"
         + (f" · {report.wall_seconds:.0f} s" if report.wall_seconds else ""),
         "",
         "| case | runner | verdict | metrics (value vs bound) | time | reason |",
@@ -76,43 +80,75 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
             continue  # listed apart below
         t = (r.load_seconds or 0) + (r.run_seconds or 0)
         reason = r.reason if len(r.reason) <= max_reason else r.reason[: max_reason - 1] + "…"
-        row = (f"| `{r.case_id}` | {r.runner_label} | **{r.status}** | {metrics_cell(r)} | "
-               f"{t:.1f} s | {md_escape(reason)} |")
+        row = (
+            f"| `{r.case_id}` | {r.runner_label} | **{r.status}** | {metrics_cell(r)} | "
+            f"{t:.1f} s | {md_escape(reason)} |"
+        )
         if sum(len(x) + 1 for x in lines) + len(row) > MARKDOWN_BUDGET * 0.7:
             rest = [x for x in rows if x.status not in ("xfail", "pass")][shown:]
-            lines.append(f"| … | | | | | {len(rest)} more rows not shown (the comment limit); all are in report.json |")
+            lines.append(
+                f"| … | | | | | {len(rest)} more rows not shown (the comment limit); all are in report.json |"
+            )
             break
         lines.append(row)
         shown += 1
     lines += _folded_passes([r for r in rows if r.status == "pass"])
     remote = sorted({r.case_id for r in report.results if r.model.get("trust_remote_code")})
     if remote:
-        lines += ["", "⚠️ `trust_remote_code` was opted into by: " + ", ".join(f"`{c}`" for c in remote)]
+        lines += [
+            "",
+            "⚠️ `trust_remote_code` was opted into by: " + ", ".join(f"`{c}`" for c in remote),
+        ]
     expected = [r for r in rows if r.status == "xfail"]
     if expected:
-        lines += ["", "### Expected divergences (recorded in the matrix; they do not fail the gate)", "",
-                  "| case | runner | measured now | recorded |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "### Expected divergences (recorded in the matrix; they do not fail the gate)",
+            "",
+            "| case | runner | measured now | recorded |",
+            "|---|---|---|---|",
+        ]
         for r in expected:
-            lines.append(f"| `{r.case_id}` | {r.runner_label} | {metrics_cell(r)} | {md_escape(r.reason[:max_reason])} |")
+            lines.append(
+                f"| `{r.case_id}` | {r.runner_label} | {metrics_cell(r)} | {md_escape(r.reason[:max_reason])} |"
+            )
     if report.audit:
-        lines += ["", "### Default-runner audit (vLLM left to decide: `vllm-auto`)", "",
-                  "| family | case | expected | actual | why |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "### Default-runner audit (vLLM left to decide: `vllm-auto`)",
+            "",
+            "| family | case | expected | actual | why |",
+            "|---|---|---|---|---|",
+        ]
         for a in sorted(report.audit, key=lambda a: (a.family, a.case_id)):
             mark = "" if a.ok else " ❌"
-            lines.append(f"| {a.family} | `{a.case_id}` | {(a.expected or '-').upper()} | "
-                         f"{(a.actual or '-').upper()}{mark} | {md_escape(a.why)} |")
+            lines.append(
+                f"| {a.family} | `{a.case_id}` | {(a.expected or '-').upper()} | "
+                f"{(a.actual or '-').upper()}{mark} | {md_escape(a.why)} |"
+            )
     bad_refs = [x for x in report.references if x.status != "ok"]
     if bad_refs:
         lines += ["", "### Reference (hf) problems", ""]
-        lines += [f"- `{x.case_id}`: **{x.status}** {md_escape(x.reason[:max_reason])}" for x in bad_refs]
-    unproven = sorted({r.runner_label for r in report.results
-                       if r.info.get("runner_proven") is False})
+        lines += [
+            f"- `{x.case_id}`: **{x.status}** {md_escape(x.reason[:max_reason])}" for x in bad_refs
+        ]
+    unproven = sorted(
+        {r.runner_label for r in report.results if r.info.get("runner_proven") is False}
+    )
     if unproven:
-        lines += ["", "⚠️ Which model runner ran was not read from the engine (server log only, "
-                  "unproven) for: " + ", ".join(unproven)]
+        lines += [
+            "",
+            "⚠️ Which model runner ran was not read from the engine (server log only, "
+            "unproven) for: " + ", ".join(unproven),
+        ]
     from harness.engine.target import describe_provenance
 
     lines += ["", *(f"Under test: {describe_provenance(p)}" for p in report.vllm_under_test)]
-    lines += ["", f"<sub>parity-harness {report.harness_version}"
-              + (f" @ {report.git_commit[:10]}" if report.git_commit else "") + f" · started {report.started}</sub>", ""]
+    lines += [
+        "",
+        f"<sub>parity-harness {report.harness_version}"
+        + (f" @ {report.git_commit[:10]}" if report.git_commit else "")
+        + f" · started {report.started}</sub>",
+        "",
+    ]
     return "\n".join(lines)

@@ -16,7 +16,6 @@ from harness.judge.verdict import ORDER, is_failing
 SCHEMA_VERSION = 1
 
 
-
 class MetricOut(BaseModel):
     name: str
     value: float | None
@@ -26,7 +25,6 @@ class MetricOut(BaseModel):
     # is HF's own error in this dtype (HF in the dtype against HF in float32); ratio = value / it
     ref_error: float | None = None
     ratio: float | None = None
-
 
 
 class Result(BaseModel):
@@ -40,8 +38,12 @@ class Result(BaseModel):
     status: str
     reason: str = ""
     metrics: list[MetricOut] = Field(default_factory=list)
-    envelope: dict[str, float] = Field(default_factory=dict)  # a recorded divergence's bounds (xfail), per metric
-    checks: dict[str, str] = Field(default_factory=dict)  # what was compared besides metrics (token ids)
+    envelope: dict[str, float] = Field(
+        default_factory=dict
+    )  # a recorded divergence's bounds (xfail), per metric
+    checks: dict[str, str] = Field(
+        default_factory=dict
+    )  # what was compared besides metrics (token ids)
     where: str = ""
     model: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[str, Any] = Field(default_factory=dict)
@@ -54,7 +56,6 @@ class Result(BaseModel):
     output: str | None = None
 
 
-
 class ReferenceResult(BaseModel):
     case_id: str
     status: str  # ok | skip | error
@@ -62,7 +63,6 @@ class ReferenceResult(BaseModel):
     info: dict[str, Any] = Field(default_factory=dict)
     run_seconds: float | None = None
     output: str | None = None
-
 
 
 class AuditRow(BaseModel):
@@ -79,7 +79,6 @@ class AuditRow(BaseModel):
         return self.expected is None or self.expected == self.actual
 
 
-
 class Report(BaseModel):
     schema_version: int = SCHEMA_VERSION
     harness_version: str
@@ -88,7 +87,9 @@ class Report(BaseModel):
     matrix: str
     matrix_sha256: str  # over the matrix file and every file it includes
     shard: str | None = None  # "K/N" when this is one shard of a sharded run
-    selection: dict[str, Any] = Field(default_factory=dict)  # -k globs, runners: shards of one run agree
+    selection: dict[str, Any] = Field(
+        default_factory=dict
+    )  # -k globs, runners: shards of one run agree
     device: str
     started: str
     finished: str | None = None
@@ -137,7 +138,6 @@ class Report(BaseModel):
         return 4 if self.nothing_compared else 0
 
 
-
 def atomic_write(path: Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,15 +147,12 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-
 def write_json(report: Report, path: Path) -> None:
     atomic_write(path, report.model_dump_json(indent=2) + "\n")
 
 
-
 def read_json(path: Path) -> Report:
     return Report.model_validate(json.loads(Path(path).read_text()))
-
 
 
 def margin(r: Result) -> float | None:
@@ -164,11 +161,17 @@ def margin(r: Result) -> float | None:
     return max(ratios) if ratios else None
 
 
-
 def headline(report: Report, marks: bool = True) -> str:
     """The one-line verdict of a run, as every human-readable report opens (`marks`: with its emoji)."""
-    head = ("⚠️ NOTHING COMPARED (every result skipped)" if report.nothing_compared else "✅ parity passed") \
-        if report.ok else "❌ parity FAILED"
+    head = (
+        (
+            "⚠️ NOTHING COMPARED (every result skipped)"
+            if report.nothing_compared
+            else "✅ parity passed"
+        )
+        if report.ok
+        else "❌ parity FAILED"
+    )
     if not marks:
         head = head.split(" ", 1)[1]
     if report.partial:
@@ -176,15 +179,18 @@ def headline(report: Report, marks: bool = True) -> str:
     return head
 
 
-
 def _check_shards(reports: list[Report]) -> None:
     unsharded = [r.matrix for r in reports if r.shard is None]
     if unsharded:
-        raise ValueError(f"{len(unsharded)} report(s) are not shard reports (run with --shard K/N): only shards of one run merge")
+        raise ValueError(
+            f"{len(unsharded)} report(s) are not shard reports (run with --shard K/N): only shards of one run merge"
+        )
     parsed = [tuple(int(x) for x in str(r.shard).split("/")) for r in reports]
     counts = {n for _, n in parsed}
     if len(counts) > 1:
-        raise ValueError(f"foreign shard: the reports split the run differently: {sorted(str(r.shard) for r in reports)}")
+        raise ValueError(
+            f"foreign shard: the reports split the run differently: {sorted(str(r.shard) for r in reports)}"
+        )
     (n,) = counts
     ks = [k for k, _ in parsed]
     dup = sorted({k for k in ks if ks.count(k) > 1})
@@ -192,9 +198,10 @@ def _check_shards(reports: list[Report]) -> None:
         raise ValueError(f"duplicate shard(s): {', '.join(f'{k}/{n}' for k in dup)}")
     missing = sorted(set(range(1, n + 1)) - set(ks))
     if missing:
-        raise ValueError(f"missing shard(s): {', '.join(f'{k}/{n}' for k in missing)}; parity cannot be claimed "
-                         f"for cases that no report covers")
-
+        raise ValueError(
+            f"missing shard(s): {', '.join(f'{k}/{n}' for k in missing)}; parity cannot be claimed "
+            f"for cases that no report covers"
+        )
 
 
 def merge(reports: list[Report], shards: bool = True) -> Report:
@@ -206,11 +213,15 @@ def merge(reports: list[Report], shards: bool = True) -> Report:
         raise ValueError("nothing to merge")
     matrices = {r.matrix_sha256 for r in reports}
     if len(matrices) > 1:
-        raise ValueError(f"foreign shard: the reports come from different matrices (or included files): "
-                         f"{sorted({(r.matrix, r.matrix_sha256[:12]) for r in reports})}")
+        raise ValueError(
+            f"foreign shard: the reports come from different matrices (or included files): "
+            f"{sorted({(r.matrix, r.matrix_sha256[:12]) for r in reports})}"
+        )
     selections = {json.dumps(r.selection, sort_keys=True) for r in reports}
     if len(selections) > 1:
-        raise ValueError(f"foreign shard: the reports select different cases or runners: {sorted(selections)}")
+        raise ValueError(
+            f"foreign shard: the reports select different cases or runners: {sorted(selections)}"
+        )
     if shards and (len(reports) > 1 or reports[0].shard is not None):
         _check_shards(reports)
     seen: dict[tuple[str, str], str] = {}
@@ -223,13 +234,21 @@ def merge(reports: list[Report], shards: bool = True) -> Report:
     first = reports[0]
     partial = [r.partial_reason or "partial" for r in reports if r.partial]
     return Report(
-        harness_version=first.harness_version, git_commit=first.git_commit, command=first.command,
-        matrix=first.matrix, matrix_sha256=first.matrix_sha256, device=first.device, selection=first.selection,
+        harness_version=first.harness_version,
+        git_commit=first.git_commit,
+        command=first.command,
+        matrix=first.matrix,
+        matrix_sha256=first.matrix_sha256,
+        device=first.device,
+        selection=first.selection,
         started=min(r.started for r in reports),
         finished=max((r.finished or "") for r in reports) or None,
         wall_seconds=max((r.wall_seconds or 0.0) for r in reports),
-        partial=bool(partial), partial_reason="; ".join(partial),
-        results=sorted((x for r in reports for x in r.results), key=lambda x: (x.case_id, x.runner)),
+        partial=bool(partial),
+        partial_reason="; ".join(partial),
+        results=sorted(
+            (x for r in reports for x in r.results), key=lambda x: (x.case_id, x.runner)
+        ),
         references=sorted((x for r in reports for x in r.references), key=lambda x: x.case_id),
         audit=sorted((x for r in reports for x in r.audit), key=lambda x: (x.family, x.case_id)),
     )

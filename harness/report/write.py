@@ -12,8 +12,12 @@ from harness.report.model import Report, atomic_write, write_json
 
 def write_all(report: Report, out_dir: Path) -> dict[str, Path]:
     out_dir = Path(out_dir)
-    paths = {"json": out_dir / "report.json", "junit": out_dir / "junit.xml", "markdown": out_dir / "report.md",
-             "html": out_dir / "report.html"}
+    paths = {
+        "json": out_dir / "report.json",
+        "junit": out_dir / "junit.xml",
+        "markdown": out_dir / "report.md",
+        "html": out_dir / "report.html",
+    }
     write_json(report, paths["json"])
     atomic_write(paths["junit"], to_junit(report))
     atomic_write(paths["markdown"], to_markdown(report))

@@ -11,12 +11,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from harness.matrix.inputs import input_set
+from harness.matrix.schema import Case
 from harness.run.plan import REFERENCE_FP32, Load, ModelProblem, Plan
 from harness.runners import LoadRequest
 from harness.runners.memory import resource_hint
 from harness.runners.pool import Worker, WorkerFailure
-from harness.matrix.inputs import input_set
-from harness.matrix.schema import Case
 
 
 @dataclass
@@ -48,7 +48,9 @@ class RunOutcome:
     runner: str
     status: str  # ok | skip | error
     reason: str = ""  # for people: may end with the worker's log tail
-    error: str = ""  # the error's own message, never a log tail: what skip_if_error / error_match see
+    error: str = (
+        ""  # the error's own message, never a log tail: what skip_if_error / error_match see
+    )
     output: str | None = None
     info: dict = field(default_factory=dict)
     load_seconds: float | None = None
@@ -63,10 +65,16 @@ def output_path(run_dir: Path, case_id: str, runner: str) -> Path:
 
 
 class Executor:
-    def __init__(self, plan: Plan, run_dir: Path, timeouts: Timeouts | None = None,
-                 jobs: int | None = None, progress: Progress | None = None,
-                 make_request: "Callable[[Case, str, Path], tuple[dict, Path]] | None" = None,
-                 fresh_worker_per_load: bool = False):
+    def __init__(
+        self,
+        plan: Plan,
+        run_dir: Path,
+        timeouts: Timeouts | None = None,
+        jobs: int | None = None,
+        progress: Progress | None = None,
+        make_request: "Callable[[Case, str, Path], tuple[dict, Path]] | None" = None,
+        fresh_worker_per_load: bool = False,
+    ):
         self.plan = plan
         self.run_dir = Path(run_dir)
         self.timeouts = timeouts or Timeouts()
@@ -140,8 +148,12 @@ class Executor:
                     break
                 if load.runner not in workers:
                     suffix = f".{slot}" if self.jobs > 1 else ""
-                    workers[load.runner] = Worker(load.runner, self.plan.platform.worker_env(load.runner),
-                                                  self.run_dir / "logs" / f"{load.runner}{suffix}.log", threads=threads)
+                    workers[load.runner] = Worker(
+                        load.runner,
+                        self.plan.platform.worker_env(load.runner),
+                        self.run_dir / "logs" / f"{load.runner}{suffix}.log",
+                        threads=threads,
+                    )
                     workers[load.runner].lane = slot
                     self.workers.append(workers[load.runner])
                 if last is not None and last != load.runner and last in workers:
@@ -158,14 +170,21 @@ class Executor:
     def _load_model(self, worker: Worker, load: Load) -> tuple[dict | None, tuple[str, str]]:
         """(info, ("", "")) when loaded, else (None, (reason, error)). Starts the worker if needed."""
         req = LoadRequest(
-            model_dir=str(load.model.path), dtype=load.dtype, device=self.plan.platform.device,
-            engine=load.engine, hf=load.hf, trust_remote_code=load.trust_remote_code,
+            model_dir=str(load.model.path),
+            dtype=load.dtype,
+            device=self.plan.platform.device,
+            engine=load.engine,
+            hf=load.hf,
+            trust_remote_code=load.trust_remote_code,
         )
         self.progress(f"loading {load.model.description} in {load.name}", None)
         started = 0.0
         if worker.alive and worker.rss_mb is not None and worker.rss_mb > self.rss_limit_mb:
-            self.progress(f"recycling the {load.runner} worker: {worker.rss_mb:.0f} MiB resident after its last "
-                          f"model, limit {self.rss_limit_mb:.0f} MiB ({RSS_LIMIT_ENV})", None)
+            self.progress(
+                f"recycling the {load.runner} worker: {worker.rss_mb:.0f} MiB resident after its last "
+                f"model, limit {self.rss_limit_mb:.0f} MiB ({RSS_LIMIT_ENV})",
+                None,
+            )
             worker.stop()
             worker.recycles += 1
         try:
@@ -173,7 +192,9 @@ class Executor:
                 t0 = time.perf_counter()
                 worker.start(self.timeouts.start)
                 started = time.perf_counter() - t0
-            ans = worker.request({"op": "load", "request": asdict(req)}, self.timeouts.load, "model load")
+            ans = worker.request(
+                {"op": "load", "request": asdict(req)}, self.timeouts.load, "model load"
+            )
         except WorkerFailure as e:
             return None, (f"worker failure while loading the model: {e}", e.summary)
         worker.note_memory(ans)
@@ -181,12 +202,20 @@ class Executor:
             self._save_traceback(load.runner, ans)
             error = str(ans.get("error"))
             hint = resource_hint(error)
-            return None, (f"engine/model failed to load: {error}" + (f" [{hint}]" if hint else ""), error)
+            return None, (
+                f"engine/model failed to load: {error}" + (f" [{hint}]" if hint else ""),
+                error,
+            )
         worker.loads += 1
         # the first load in a worker includes importing torch/vLLM (worker_start is the process)
-        return {**ans.get("info", {}), "import_seconds": ans.get("import_seconds", 0.0),
-                "worker_start_seconds": started, "load_seconds": ans.get("seconds"),
-                "worker_rss_mb": ans.get("rss_mb"), "worker_pid": worker.proc.pid if worker.proc else None}, ("", "")
+        return {
+            **ans.get("info", {}),
+            "import_seconds": ans.get("import_seconds", 0.0),
+            "worker_start_seconds": started,
+            "load_seconds": ans.get("seconds"),
+            "worker_rss_mb": ans.get("rss_mb"),
+            "worker_pid": worker.proc.pid if worker.proc else None,
+        }, ("", "")
 
     def _run_load(self, worker: Worker, load: Load) -> None:
         info, problem = self._load_model(worker, load)
@@ -200,21 +229,50 @@ class Executor:
             try:
                 ans = worker.request(msg, self.timeouts.case, f"case {case.id}")
             except WorkerFailure as e:
-                self._record(RunOutcome(case.id, load.name, "error", f"worker failure: {e}",
-                                        error=e.summary, info=info))
+                self._record(
+                    RunOutcome(
+                        case.id,
+                        load.name,
+                        "error",
+                        f"worker failure: {e}",
+                        error=e.summary,
+                        info=info,
+                    )
+                )
                 if i + 1 < len(load.cases):  # a fresh worker and a fresh load for the cases left
                     info, problem = self._load_model(worker, load)
                     if info is None:
-                        problem = (f"not run: reloading after the worker failure failed: {problem[0]}", problem[1])
+                        problem = (
+                            f"not run: reloading after the worker failure failed: {problem[0]}",
+                            problem[1],
+                        )
                 continue
             if ans.get("ok"):
                 run_info = {**info, "requests": ans["requests"]} if ans.get("requests") else info
-                self._record(RunOutcome(case.id, load.name, "ok", output=str(out), info=run_info,
-                                        load_seconds=info.get("load_seconds"), run_seconds=ans.get("seconds")))
+                self._record(
+                    RunOutcome(
+                        case.id,
+                        load.name,
+                        "ok",
+                        output=str(out),
+                        info=run_info,
+                        load_seconds=info.get("load_seconds"),
+                        run_seconds=ans.get("seconds"),
+                    )
+                )
             else:
                 self._save_traceback(load.runner, ans)
-                self._record(RunOutcome(case.id, load.name, "error", f"runner raised {ans.get('error')}",
-                                        error=str(ans.get("error")), info=info, load_seconds=info.get("load_seconds")))
+                self._record(
+                    RunOutcome(
+                        case.id,
+                        load.name,
+                        "error",
+                        f"runner raised {ans.get('error')}",
+                        error=str(ans.get("error")),
+                        info=info,
+                        load_seconds=info.get("load_seconds"),
+                    )
+                )
         if info is not None:
             try:
                 worker.note_memory(worker.request({"op": "unload"}, self.timeouts.load, "unload"))
@@ -225,8 +283,11 @@ class Executor:
     def _run_request(case: Case, runner: str, run_dir: Path) -> tuple[dict, Path]:
         """The `run` request of a case: its inputs through the runner, outputs to the run folder."""
         out = output_path(run_dir, case.id, runner)
-        options = {"reference": case.reference, **case.hf} if runner in ("hf", REFERENCE_FP32) \
+        options = (
+            {"reference": case.reference, **case.hf}
+            if runner in ("hf", REFERENCE_FP32)
             else dict(case.run_options)
+        )
         if runner.startswith("vllm-serve"):
             options.update(case.serve.model_dump())
         if case.truncate:
@@ -234,7 +295,13 @@ class Executor:
         if case.dimensions:
             options["dimensions"] = case.dimensions
         items = list(input_set(case.inputs).items)
-        return {"op": "run", "task": case.task, "items": items, "options": options, "out": str(out)}, out
+        return {
+            "op": "run",
+            "task": case.task,
+            "items": items,
+            "options": options,
+            "out": str(out),
+        }, out
 
     def _save_traceback(self, runner: str, ans: dict) -> None:
         tb = ans.get("traceback")

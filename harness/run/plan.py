@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.models.resolve import ModelUnavailable, ResolvedModel, resolve
-from harness.runners.platform import Platform
 from harness.matrix.runner_names import REFERENCE_RUNNER
 from harness.matrix.schema import HALF_DTYPES, Case
+from harness.models.resolve import ModelUnavailable, ResolvedModel, resolve
+from harness.runners.platform import Platform
 
 # the HF reference run again in float32 beside a half-precision run: the yardstick its
 # calibrated bounds are measured from (runs in the `hf` worker; outcomes are keyed by this name)
@@ -61,7 +61,11 @@ class Plan:
 def _load_key(runner: str, case: Case, model: ResolvedModel, dtype: str) -> str:
     # the reference does not see vLLM engine kwargs, so cases differing only there share a load
     knobs = case.hf if runner == REFERENCE_RUNNER else case.engine
-    return json.dumps([runner, model.fingerprint, dtype, knobs, case.trust_remote_code], sort_keys=True, default=str)
+    return json.dumps(
+        [runner, model.fingerprint, dtype, knobs, case.trust_remote_code],
+        sort_keys=True,
+        default=str,
+    )
 
 
 def _prepare(src, base_dir: Path) -> ResolvedModel | ModelProblem:
@@ -78,7 +82,9 @@ def prepare_models(cases: list[Case], base_dir: Path) -> dict[str, ResolvedModel
     subprocesses), one per core. A model that cannot be prepared is a problem of its cases only."""
     sources = {case.model.model_dump_json(): case.model for case in cases}
     with ThreadPoolExecutor(max_workers=max(1, min(len(sources), os.cpu_count() or 1))) as pool:
-        prepared = dict(zip(sources, pool.map(lambda src: _prepare(src, base_dir), sources.values())))
+        prepared = dict(
+            zip(sources, pool.map(lambda src: _prepare(src, base_dir), sources.values()))
+        )
     return {case.id: prepared[case.model.model_dump_json()] for case in cases}
 
 
@@ -114,21 +120,38 @@ def build_plan(
             if isinstance(model, ModelProblem):
                 continue
             jobs = [(dtypes[case.id], "")]
-            if runner == REFERENCE_RUNNER and fp32_reference \
-                    and needs_fp32_reference(case, dtypes[case.id]):
+            if (
+                runner == REFERENCE_RUNNER
+                and fp32_reference
+                and needs_fp32_reference(case, dtypes[case.id])
+            ):
                 jobs.append(("float32", REFERENCE_FP32))
             for job_dtype, label in jobs:
-                k = _load_key(runner, case, model, job_dtype) + label \
+                k = (
+                    _load_key(runner, case, model, job_dtype)
+                    + label
                     + (case.id if one_load_per_case else "")
+                )
                 load = queues.setdefault(runner, {}).get(k)
                 if load is None:
-                    load = Load(runner, model, job_dtype, dict(case.engine), dict(case.hf),
-                                case.trust_remote_code, label=label)
+                    load = Load(
+                        runner,
+                        model,
+                        job_dtype,
+                        dict(case.engine),
+                        dict(case.hf),
+                        case.trust_remote_code,
+                        label=label,
+                    )
                     queues[runner][k] = load
                 load.cases.append(case)
     used.sort(key=lambda r: (r != REFERENCE_RUNNER, r))
     return Plan(
-        platform=platform, cases=list(cases), runners=used, models=models, dtypes=dtypes,
+        platform=platform,
+        cases=list(cases),
+        runners=used,
+        models=models,
+        dtypes=dtypes,
         queues={r: list(q.values()) for r, q in queues.items()},
     )
 

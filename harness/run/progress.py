@@ -21,7 +21,9 @@ HEARTBEAT_SECONDS = 30.0
 class PlainProgress:
     """The executor's progress callback, as plain lines (thread-safe; lanes report concurrently)."""
 
-    def __init__(self, console: Console, name: str, total: int, heartbeat: float = HEARTBEAT_SECONDS):
+    def __init__(
+        self, console: Console, name: str, total: int, heartbeat: float = HEARTBEAT_SECONDS
+    ):
         self.console = console
         self.name = name
         self.total = total
@@ -34,8 +36,12 @@ class PlainProgress:
         self._thread = threading.Thread(target=self._beat, name="progress-heartbeat", daemon=True)
 
     def _line(self, text: str) -> None:
-        self.console.print(f"{self.name} {time.monotonic() - self.t0:6.0f}s {text}", highlight=False,
-                           soft_wrap=True, markup=False)
+        self.console.print(
+            f"{self.name} {time.monotonic() - self.t0:6.0f}s {text}",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
 
     def __call__(self, msg: str, outcome=None) -> None:
         lane = threading.current_thread().name
@@ -54,8 +60,10 @@ class PlainProgress:
         while not self._stop.wait(self.heartbeat):
             now = time.monotonic()
             with self._lock:
-                lanes = "; ".join(f"{what} ({now - since:.0f}s)" for what, since in self.doing.values()) \
+                lanes = (
+                    "; ".join(f"{what} ({now - since:.0f}s)" for what, since in self.doing.values())
                     or "preparing models (building synthetic checkpoints, resolving paths)"
+                )
                 self._line(f"… {self.done}/{self.total} done; in progress: {lanes}")
 
     def __enter__(self) -> "PlainProgress":
@@ -75,7 +83,15 @@ def progress_reporter(console: Console, name: str, total: int) -> Iterator:
         with PlainProgress(console, name, total) as plain:
             yield plain
         return
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=console) as bar:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=console,
+    ) as bar:
         task = bar.add_task(name, total=total, last="")
-        yield lambda msg, outcome: bar.update(task, advance=1 if outcome is not None else 0, last=msg[:80])
+        yield lambda msg, outcome: bar.update(
+            task, advance=1 if outcome is not None else 0, last=msg[:80]
+        )

@@ -11,22 +11,27 @@ from pathlib import Path
 from harness import __version__
 from harness.judge import compare, golden
 from harness.judge.verdict import Measurement, Metric, Verdict, judge, outcome_verdict
-from harness.report.model import AuditRow, MetricOut, ReferenceResult, Report, Result
-from harness.run.execute import Executor, Progress, RunOutcome, Timeouts
-from harness.run.plan import REFERENCE_FP32, ModelProblem, Plan, build_plan, needs_fp32_reference
-from harness.runners.outputs import load_items, save_items
-from harness.runners.platform import Platform
 from harness.matrix.checks import expand_checks
 from harness.matrix.inputs import input_set
 from harness.matrix.runner_names import REFERENCE_RUNNER
 from harness.matrix.schema import Case, Matrix
 from harness.matrix.tasks import task_kind
+from harness.report.model import AuditRow, MetricOut, ReferenceResult, Report, Result
+from harness.run.execute import Executor, Progress, RunOutcome, Timeouts
+from harness.run.plan import REFERENCE_FP32, ModelProblem, Plan, build_plan, needs_fp32_reference
+from harness.runners.outputs import load_items, save_items
+from harness.runners.platform import Platform
 
 
 def _git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, timeout=10)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+            timeout=10,
+        )
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -44,12 +49,23 @@ def execute(executor: Executor) -> tuple[dict[tuple[str, str], RunOutcome], str]
         return executor.outcomes, "interrupted (Ctrl-C): cases not reached are reported as errors"
 
 
-def new_report(matrix: Matrix, device: str, started: str, wall: float, partial: str = "", **fields) -> Report:
+def new_report(
+    matrix: Matrix, device: str, started: str, wall: float, partial: str = "", **fields
+) -> Report:
     """A report with the provenance every report carries (versions, git commit, matrix hash)."""
     return Report(
-        harness_version=__version__, git_commit=_git_commit(), command=list(sys.argv), matrix=matrix.path,
-        matrix_sha256=matrix.sha256, device=device,
-        started=started, finished=utc_now(), wall_seconds=wall, partial=bool(partial), partial_reason=partial, **fields,
+        harness_version=__version__,
+        git_commit=_git_commit(),
+        command=list(sys.argv),
+        matrix=matrix.path,
+        matrix_sha256=matrix.sha256,
+        device=device,
+        started=started,
+        finished=utc_now(),
+        wall_seconds=wall,
+        partial=bool(partial),
+        partial_reason=partial,
+        **fields,
     )
 
 
@@ -72,8 +88,14 @@ def _token_ids(outcome: RunOutcome | None) -> list | None:
     return None if meta is None else [m.get("prompt_token_ids") for m in meta]
 
 
-def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got: RunOutcome | None,
-                ref32: RunOutcome | None = None) -> Verdict:
+def verdict_for(
+    case: Case,
+    runner: str,
+    dtype: str,
+    ref: RunOutcome | None,
+    got: RunOutcome | None,
+    ref32: RunOutcome | None = None,
+) -> Verdict:
     """The verdict (harness.judge.verdict decides) of a case on one runner, comparing the outputs on disk.
     In half precision with calibrated bounds, `ref32` is the reference run in float32."""
     calibrated = needs_fp32_reference(case, dtype)
@@ -82,37 +104,67 @@ def verdict_for(case: Case, runner: str, dtype: str, ref: RunOutcome | None, got
         ref_items, _ = load_items(Path(ref.output))  # type: ignore[union-attr, arg-type]
         got_items, _ = load_items(Path(got.output))  # type: ignore[union-attr, arg-type]
         ref32_items = load_items(Path(ref32.output))[0] if calibrated else None  # type: ignore
-        return compare.measure(case.tolerance(dtype), task_kind(case.task).metrics, ref_items, got_items,
-                               input_set(case.inputs).items, _token_ids(ref), _token_ids(got),
-                               _request_meta(got), ref32=ref32_items)
+        return compare.measure(
+            case.tolerance(dtype),
+            task_kind(case.task).metrics,
+            ref_items,
+            got_items,
+            input_set(case.inputs).items,
+            _token_ids(ref),
+            _token_ids(got),
+            _request_meta(got),
+            ref32=ref32_items,
+        )
 
     return outcome_verdict(case, runner, ref, got, measure, ref32=ref32, calibrated=calibrated)
 
 
 def metric_out(m: Metric) -> MetricOut:
-    return MetricOut(name=m.name, value=m.value, bound=m.bound, ok=m.ok, ref_error=m.ref_error,
-                     ratio=m.ratio)
+    return MetricOut(
+        name=m.name, value=m.value, bound=m.bound, ok=m.ok, ref_error=m.ref_error, ratio=m.ratio
+    )
 
 
-def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], RunOutcome], started: str,
-                 wall: float, partial_reason: str = "") -> Report:
+def build_report(
+    matrix: Matrix,
+    plan: Plan,
+    outcomes: dict[tuple[str, str], RunOutcome],
+    started: str,
+    wall: float,
+    partial_reason: str = "",
+) -> Report:
     results: list[Result] = []
     references: list[ReferenceResult] = []
     audit: list[AuditRow] = []
     for case in plan.cases:
         dtype = plan.dtypes[case.id]
         model = plan.models[case.id]
-        model_info = ({"description": model.description, "fingerprint": model.fingerprint, "path": str(model.path)}
-                      if not isinstance(model, ModelProblem) else {"problem": model.reason})
+        model_info = (
+            {
+                "description": model.description,
+                "fingerprint": model.fingerprint,
+                "path": str(model.path),
+            }
+            if not isinstance(model, ModelProblem)
+            else {"problem": model.reason}
+        )
         model_info["hub_id"] = case.hub_id
         model_info["trust_remote_code"] = case.trust_remote_code  # opted into per case, shown
         inputs = input_set(case.inputs)
         ref = outcomes.get((case.variant_of or case.id, REFERENCE_RUNNER))
-        if case.variant_of is None and (ref is not None or REFERENCE_RUNNER in plan.runners_of(case)):
-            references.append(ReferenceResult(
-                case_id=case.id, status=ref.status if ref else "error",
-                reason=(ref.reason if ref else "not run"), info=ref.info if ref else {},
-                run_seconds=ref.run_seconds if ref else None, output=ref.output if ref else None))
+        if case.variant_of is None and (
+            ref is not None or REFERENCE_RUNNER in plan.runners_of(case)
+        ):
+            references.append(
+                ReferenceResult(
+                    case_id=case.id,
+                    status=ref.status if ref else "error",
+                    reason=(ref.reason if ref else "not run"),
+                    info=ref.info if ref else {},
+                    run_seconds=ref.run_seconds if ref else None,
+                    output=ref.output if ref else None,
+                )
+            )
         for runner in plan.runners_of(case):
             if runner == REFERENCE_RUNNER:
                 continue
@@ -122,21 +174,53 @@ def build_report(matrix: Matrix, plan: Plan, outcomes: dict[tuple[str, str], Run
             actual = got.info.get("actual_runner") if got else None
             if runner == "vllm-auto" and got is not None and got.status == "ok":
                 expected, _ = case.expected_auto_for(got.info.get("versions", {}).get("vllm"))
-                audit.append(AuditRow(family=case.family, case_id=case.id, expected=expected,
-                                      actual=actual, why=got.info.get("runner_choice", "")))
-            results.append(Result(
-                case_id=case.id, family=case.family, task=case.task, runner=runner,
-                runner_label=plan.platform.runner_label(runner, actual), status=v.status, reason=v.reason,
-                metrics=[metric_out(m) for m in v.metrics],
-                envelope=v.envelope, checks=v.notes,
-                where=case.where, model=model_info,
-                inputs={"name": inputs.name, "sha256": inputs.sha256, "count": len(inputs.items)},
-                dtype=dtype, device=plan.platform.device, actual_runner=actual,
-                info=got.info if got else {}, load_seconds=got.load_seconds if got else None,
-                run_seconds=got.run_seconds if got else None, output=got.output if got else None,
-            ))
-    return new_report(matrix, plan.platform.device, started, wall, partial_reason,
-                      results=results, references=references, audit=audit)
+                audit.append(
+                    AuditRow(
+                        family=case.family,
+                        case_id=case.id,
+                        expected=expected,
+                        actual=actual,
+                        why=got.info.get("runner_choice", ""),
+                    )
+                )
+            results.append(
+                Result(
+                    case_id=case.id,
+                    family=case.family,
+                    task=case.task,
+                    runner=runner,
+                    runner_label=plan.platform.runner_label(runner, actual),
+                    status=v.status,
+                    reason=v.reason,
+                    metrics=[metric_out(m) for m in v.metrics],
+                    envelope=v.envelope,
+                    checks=v.notes,
+                    where=case.where,
+                    model=model_info,
+                    inputs={
+                        "name": inputs.name,
+                        "sha256": inputs.sha256,
+                        "count": len(inputs.items),
+                    },
+                    dtype=dtype,
+                    device=plan.platform.device,
+                    actual_runner=actual,
+                    info=got.info if got else {},
+                    load_seconds=got.load_seconds if got else None,
+                    run_seconds=got.run_seconds if got else None,
+                    output=got.output if got else None,
+                )
+            )
+    return new_report(
+        matrix,
+        plan.platform.device,
+        started,
+        wall,
+        partial_reason,
+        results=results,
+        references=references,
+        audit=audit,
+    )
 
 
 def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], RunOutcome]:
@@ -147,28 +231,45 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
         if isinstance(model, ModelProblem) or case.variant_of is not None:
             continue  # nothing to compare, or a derived check case (held to its base case's golden)
         out[(case.id, REFERENCE_RUNNER)] = golden_reference(
-            case, model.path, model.fingerprint, plan.dtypes[case.id], plan.platform.device, golden_dir)
+            case,
+            model.path,
+            model.fingerprint,
+            plan.dtypes[case.id],
+            plan.platform.device,
+            golden_dir,
+        )
         if needs_fp32_reference(case, plan.dtypes[case.id]):
-            out[(case.id, REFERENCE_FP32)] = golden_fp32_reference(golden_dir, case,
-                                                                   model.fingerprint)
+            out[(case.id, REFERENCE_FP32)] = golden_fp32_reference(
+                golden_dir, case, model.fingerprint
+            )
     return out
 
 
-def golden_reference(case: Case, model_path: Path, fingerprint: str, dtype: str, device: str,
-                     golden_dir: Path) -> RunOutcome:
+def golden_reference(
+    case: Case, model_path: Path, fingerprint: str, dtype: str, device: str, golden_dir: Path
+) -> RunOutcome:
     """One case's reference outcome from its golden: its arrays, and its token ids standing where a
     live reference's `<out>.requests.json` would, so the token-id and usage checks run on the
     golden path exactly as on the live one. A golden that is missing, corrupt, made from other
     weights/inputs or older than token ids is an error outcome saying how to fix it."""
     try:
         g = golden.read(golden_dir, case.id)
-        golden.check_matches(g, case.id, fingerprint, input_set(case.inputs).sha256,
-                             golden.reference_key(case, model_path, dtype, device))
+        golden.check_matches(
+            g,
+            case.id,
+            fingerprint,
+            input_set(case.inputs).sha256,
+            golden.reference_key(case, model_path, dtype, device),
+        )
     except golden.GoldenError as e:
         return RunOutcome(case.id, REFERENCE_RUNNER, "error", f"golden {e.kind}: {e}")
-    info = {"golden": str(g.arrays_path), "recorded": g.manifest.get("recorded"),
-            "versions": g.manifest.get("versions", {}), "device": g.manifest.get("device"),
-            "requests_file": str(g.requests_path)}
+    info = {
+        "golden": str(g.arrays_path),
+        "recorded": g.manifest.get("recorded"),
+        "versions": g.manifest.get("versions", {}),
+        "device": g.manifest.get("device"),
+        "requests_file": str(g.requests_path),
+    }
     return RunOutcome(case.id, REFERENCE_RUNNER, "ok", output=str(g.arrays_path), info=info)
 
 
@@ -180,41 +281,72 @@ def golden_fp32_reference(golden_dir: Path, case: Case, fingerprint: str) -> Run
     calibrated bounds), checked against the case's weights and inputs."""
     path = golden.case_dir(golden_dir, case.id) / FP32_SIDECAR
     if not path.is_file():
-        return RunOutcome(case.id, REFERENCE_FP32, "error",
-                          f"golden has no float32 reference beside it ({path}); record the golden "
-                          f"in this dtype again (`parity golden record`, PARITY_DTYPE=...) so its "
-                          f"calibrated bounds can be measured")
+        return RunOutcome(
+            case.id,
+            REFERENCE_FP32,
+            "error",
+            f"golden has no float32 reference beside it ({path}); record the golden "
+            f"in this dtype again (`parity golden record`, PARITY_DTYPE=...) so its "
+            f"calibrated bounds can be measured",
+        )
     _, meta = load_items(path)
     want = {"model_fingerprint": fingerprint, "inputs_sha256": input_set(case.inputs).sha256}
     stale = [k for k, v in want.items() if meta.get(k) != v]
     if stale:
-        return RunOutcome(case.id, REFERENCE_FP32, "error",
-                          f"golden float32 reference {path} was made from other "
-                          f"{' and '.join(stale)}: record it again")
+        return RunOutcome(
+            case.id,
+            REFERENCE_FP32,
+            "error",
+            f"golden float32 reference {path} was made from other "
+            f"{' and '.join(stale)}: record it again",
+        )
     return RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(path), info={"golden": str(path)})
 
 
-def run_cases(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platform,
-              runners: list[str] | None = None, dtype: str | None = None, jobs: int | None = None,
-              timeouts: Timeouts | None = None, progress: Progress | None = None,
-              against: str = "hf", golden_dir: Path | None = None, shuffle_seed: int = 0,
-              naive: bool = False) -> Report:
+def run_cases(
+    matrix: Matrix,
+    cases: list[Case],
+    run_dir: Path,
+    platform: Platform,
+    runners: list[str] | None = None,
+    dtype: str | None = None,
+    jobs: int | None = None,
+    timeouts: Timeouts | None = None,
+    progress: Progress | None = None,
+    against: str = "hf",
+    golden_dir: Path | None = None,
+    shuffle_seed: int = 0,
+    naive: bool = False,
+) -> Report:
     """Run cases on their runners and compare each to the reference: HF live, or its golden."""
     if against not in ("hf", "golden"):
         raise ValueError(f"against must be 'hf' or 'golden', got {against!r}")
     started, t0 = utc_now(), time.perf_counter()
     cases = expand_checks(cases, seed=shuffle_seed)
-    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners, dtype=dtype,
-                      with_reference=against == "hf", one_load_per_case=naive, fp32_reference=True)
+    plan = build_plan(
+        cases,
+        platform,
+        Path(matrix.path).parent,
+        runners=runners,
+        dtype=dtype,
+        with_reference=against == "hf",
+        one_load_per_case=naive,
+        fp32_reference=True,
+    )
     t_plan = time.perf_counter()
-    executor = Executor(plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress, fresh_worker_per_load=naive)
+    executor = Executor(
+        plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress, fresh_worker_per_load=naive
+    )
     outcomes, partial = execute(executor)
     t_exec = time.perf_counter()
     if against == "golden":
         outcomes = {**outcomes, **golden_references(plan, Path(golden_dir or "golden"))}
     report = build_report(matrix, plan, outcomes, started, time.perf_counter() - t0, partial)
-    report.phases = {"plan_seconds": t_plan - t0, "execute_seconds": t_exec - t_plan,
-                     "compare_seconds": time.perf_counter() - t_exec}
+    report.phases = {
+        "plan_seconds": t_plan - t0,
+        "execute_seconds": t_exec - t_plan,
+        "compare_seconds": time.perf_counter() - t_exec,
+    }
     report.peak_rss_mb = peak_rss_mb()
     report.workers = [w.stats() for w in executor.workers]
     return report
@@ -224,12 +356,22 @@ def peak_rss_mb() -> dict[str, float]:
     """Peak resident memory of this process and of the largest finished child (a worker)."""
     import resource
 
-    return {"harness": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "largest_worker": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+    return {
+        "harness": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "largest_worker": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
 
 
-def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: Platform, golden_dir: Path,
-                   mode: str, progress: Progress | None = None, timeouts: Timeouts | None = None) -> Report:
+def golden_session(
+    matrix: Matrix,
+    cases: list[Case],
+    run_dir: Path,
+    platform: Platform,
+    golden_dir: Path,
+    mode: str,
+    progress: Progress | None = None,
+    timeouts: Timeouts | None = None,
+) -> Report:
     """record | verify | update the goldens of `cases` from a fresh HF run.
 
     Like pytest-regressions: a missing golden is written and the case FAILS (record), or just
@@ -238,8 +380,9 @@ def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: P
     if mode not in ("record", "verify", "update"):
         raise ValueError(f"mode must be record, verify or update, got {mode!r}")
     started, t0 = utc_now(), time.perf_counter()
-    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER],
-                      fp32_reference=True)
+    plan = build_plan(
+        cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER], fp32_reference=True
+    )
     outcomes, partial = execute(Executor(plan, run_dir, timeouts=timeouts, progress=progress))
     results = []
     for case in plan.cases:
@@ -247,20 +390,42 @@ def golden_session(matrix: Matrix, cases: list[Case], run_dir: Path, platform: P
         model = plan.models[case.id]
         ref32 = outcomes.get((case.id, REFERENCE_FP32))
         v, metrics = _golden_verdict(case, plan, ref, model, golden_dir, mode, ref32)
-        results.append(Result(
-            case_id=case.id, family=case.family, task=case.task, runner=REFERENCE_RUNNER,
-            runner_label=f"hf vs golden ({mode})", status=v.status, reason=v.reason, metrics=metrics,
-            where=case.where, dtype=plan.dtypes[case.id], device=platform.device,
-            info=ref.info if ref else {}, run_seconds=ref.run_seconds if ref else None,
-            model={"fingerprint": getattr(model, "fingerprint", None), "hub_id": case.hub_id},
-        ))
-    return new_report(matrix, platform.device, started, time.perf_counter() - t0, partial, results=results)
+        results.append(
+            Result(
+                case_id=case.id,
+                family=case.family,
+                task=case.task,
+                runner=REFERENCE_RUNNER,
+                runner_label=f"hf vs golden ({mode})",
+                status=v.status,
+                reason=v.reason,
+                metrics=metrics,
+                where=case.where,
+                dtype=plan.dtypes[case.id],
+                device=platform.device,
+                info=ref.info if ref else {},
+                run_seconds=ref.run_seconds if ref else None,
+                model={"fingerprint": getattr(model, "fingerprint", None), "hub_id": case.hub_id},
+            )
+        )
+    return new_report(
+        matrix, platform.device, started, time.perf_counter() - t0, partial, results=results
+    )
 
 
-def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golden_dir: Path,
-                    mode: str, ref32: RunOutcome | None = None):
+def _golden_verdict(
+    case: Case,
+    plan: Plan,
+    ref: RunOutcome | None,
+    model,
+    golden_dir: Path,
+    mode: str,
+    ref32: RunOutcome | None = None,
+):
     if ref is None or ref.status != "ok":
-        return Verdict(ref.status if ref else "error", ref.reason if ref else "reference not run"), []
+        return Verdict(
+            ref.status if ref else "error", ref.reason if ref else "reference not run"
+        ), []
     items, _ = load_items(Path(ref.output))  # type: ignore[arg-type]
     ids = _token_ids(ref)
     inputs = input_set(case.inputs)
@@ -269,24 +434,46 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
     calibrated = needs_fp32_reference(case, dtype)
     if calibrated and (ref32 is None or ref32.status != "ok"):
         why = "was not run" if ref32 is None else f"{ref32.status}: {ref32.reason}"
-        return Verdict("error", f"float32 reference (recorded beside a half-precision golden) {why}"), []
+        return Verdict(
+            "error", f"float32 reference (recorded beside a half-precision golden) {why}"
+        ), []
 
     def record() -> Path:
-        d = golden.write(golden_dir, case.id, items, task=case.task, fingerprint=model.fingerprint,
-                         inputs={"name": inputs.name, "version": inputs.version,
-                                 "sha256": inputs.sha256, "count": len(inputs.items)},
-                         dtype=dtype, device=plan.platform.device,
-                         versions=ref.info.get("versions", {}), model=model.description, key=key,
-                         token_ids=ids)
+        d = golden.write(
+            golden_dir,
+            case.id,
+            items,
+            task=case.task,
+            fingerprint=model.fingerprint,
+            inputs={
+                "name": inputs.name,
+                "version": inputs.version,
+                "sha256": inputs.sha256,
+                "count": len(inputs.items),
+            },
+            dtype=dtype,
+            device=plan.platform.device,
+            versions=ref.info.get("versions", {}),
+            model=model.description,
+            key=key,
+            token_ids=ids,
+        )
         if calibrated:  # the yardstick, and HF's own error per metric, beside the outputs
             ref32_items = load_items(Path(ref32.output))[0]  # type: ignore[union-attr, arg-type]
             names = task_kind(case.task).metrics
             tol = case.tolerance(dtype)
             own = {m: compare.METRICS[m](ref32_items, items, inputs.items, tol) for m in names}
-            save_items(golden.case_dir(golden_dir, case.id) / FP32_SIDECAR, ref32_items,
-                       {"dtype": "float32", "beside_dtype": dtype,
-                        "model_fingerprint": model.fingerprint, "inputs_sha256": inputs.sha256,
-                        "reference_own_error": own})
+            save_items(
+                golden.case_dir(golden_dir, case.id) / FP32_SIDECAR,
+                ref32_items,
+                {
+                    "dtype": "float32",
+                    "beside_dtype": dtype,
+                    "model_fingerprint": model.fingerprint,
+                    "inputs_sha256": inputs.sha256,
+                    "reference_own_error": own,
+                },
+            )
         return d
 
     if mode == "update":
@@ -296,18 +483,23 @@ def _golden_verdict(case: Case, plan: Plan, ref: RunOutcome | None, model, golde
         golden.check_matches(g, case.id, model.fingerprint, inputs.sha256, key)
     except golden.GoldenError as e:
         if e.kind == "missing" and mode == "record":
-            return Verdict("fail", f"golden was missing; recorded now at {record()}: review and commit it"), []
+            return Verdict(
+                "fail", f"golden was missing; recorded now at {record()}: review and commit it"
+            ), []
         return Verdict("error" if e.kind != "missing" else "fail", f"golden {e.kind}: {e}"), []
     # the same comparison as a runner's against HF: the golden's token ids against the fresh run's;
     # HF against its own golden in the same dtype: calibrated half bounds hold as their floors
     tolerance = case.tolerance(dtype).model_copy(update={"k": None})
-    found = compare.measure(tolerance, task_kind(case.task).metrics, g.items, items,
-                            inputs.items, _golden_ids(g), ids)
+    found = compare.measure(
+        tolerance, task_kind(case.task).metrics, g.items, items, inputs.items, _golden_ids(g), ids
+    )
     v = judge(case, REFERENCE_RUNNER, found)
     metrics = [metric_out(m) for m in v.metrics]
     if v.status != "pass":
         obtained = golden.write_obtained(golden_dir, case.id, items)
-        return Verdict(v.status, f"HF differs from its golden: {v.reason}; obtained written to {obtained}"), metrics
+        return Verdict(
+            v.status, f"HF differs from its golden: {v.reason}; obtained written to {obtained}"
+        ), metrics
     return v, metrics
 
 

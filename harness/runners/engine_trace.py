@@ -58,8 +58,12 @@ class EngineTrace:
                 ext = own.get(rid, rid)
                 if ext in wanted:
                     scheduled.setdefault(ext, []).append([step, n, len(tokens)])
-        return [{"engine_arrival": rank.get(str(r)), "scheduled": scheduled.get(str(r), [])}
-                if r is not None else {} for r in request_ids]
+        return [
+            {"engine_arrival": rank.get(str(r)), "scheduled": scheduled.get(str(r), [])}
+            if r is not None
+            else {}
+            for r in request_ids
+        ]
 
     def as_info(self) -> dict[str, Any]:
         return {"traced": self.scheduler is not None, "absent": self.absent}
@@ -70,9 +74,12 @@ def attach(llm) -> EngineTrace:
     try:
         scheduler = llm.llm_engine.engine_core.engine_core.scheduler
     except AttributeError as e:
-        return EngineTrace(None, f"the engine core runs in another process ({e}): its scheduler "
-                                 f"cannot be traced (VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps it "
-                                 f"here)")
+        return EngineTrace(
+            None,
+            f"the engine core runs in another process ({e}): its scheduler "
+            f"cannot be traced (VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps it "
+            f"here)",
+        )
     return EngineTrace(scheduler)
 
 
@@ -87,7 +94,10 @@ def summarize(meta: list[dict]) -> dict[str, Any]:
     arrival = [m.get("engine_arrival") for m in meta]
     order = None if None in arrival else sorted(range(len(meta)), key=lambda i: arrival[i])
     entries = [e for m in meta for e in m["scheduled"]]
-    return {"arrival_order": order, "peak_batch": max(e[2] for e in entries),
-            "engine_steps": len({e[0] for e in entries}),
-            "split_prompts": sum(1 for m in meta if len(m["scheduled"]) > 1),
-            "tokens_scheduled": sum(e[1] for e in entries)}
+    return {
+        "arrival_order": order,
+        "peak_batch": max(e[2] for e in entries),
+        "engine_steps": len({e[0] for e in entries}),
+        "split_prompts": sum(1 for m in meta if len(m["scheduled"]) > 1),
+        "tokens_scheduled": sum(e[1] for e in entries),
+    }

@@ -53,7 +53,9 @@ def language_config(config: dict) -> dict:
                 candidates.append(inner)
     with_layers = [c for c in candidates if isinstance(c.get("num_hidden_layers"), int)]
     if not with_layers:
-        raise ValueError(f"config has no num_hidden_layers (looked at the top level and in {', '.join(keys)})")
+        raise ValueError(
+            f"config has no num_hidden_layers (looked at the top level and in {', '.join(keys)})"
+        )
     # a decoder's text config, where there is one, over the top level (CLIP: the text tower)
     return with_layers[-1] if len(with_layers) > 1 else with_layers[0]
 
@@ -64,25 +66,36 @@ def kv_budget(config: dict, dtype: str, engine: dict[str, Any]) -> KvBudget:
     context, which vLLM requires), times MARGIN, at least FLOOR_BYTES."""
     override = os.environ.get(OVERRIDE_ENV)
     text = language_config(config)
-    max_model_len = int(engine.get("max_model_len") or text.get("max_position_embeddings")
-                        or config.get("max_position_embeddings") or DEFAULT_CONTEXT)
+    max_model_len = int(
+        engine.get("max_model_len")
+        or text.get("max_position_embeddings")
+        or config.get("max_position_embeddings")
+        or DEFAULT_CONTEXT
+    )
     if override:
         try:
             mib = int(override)
         except ValueError:
-            raise ValueError(f"{OVERRIDE_ENV}={override!r}: expected a whole number of MiB") from None
+            raise ValueError(
+                f"{OVERRIDE_ENV}={override!r}: expected a whole number of MiB"
+            ) from None
         return KvBudget(mib * MIB, 0, 0, max_model_len, f"{OVERRIDE_ENV}={mib}")
     layers = int(text["num_hidden_layers"])
     heads = int(text.get("num_attention_heads") or 1)
     kv_heads = int(text.get("num_key_value_heads") or heads)
     head_dim = int(text.get("head_dim") or (int(text["hidden_size"]) // heads))
-    per_token = 2 * layers * kv_heads * head_dim * DTYPE_BYTES.get(str(dtype).replace("torch.", ""), 4)
+    per_token = (
+        2 * layers * kv_heads * head_dim * DTYPE_BYTES.get(str(dtype).replace("torch.", ""), 4)
+    )
     seqs = int(engine.get("max_num_seqs") or DEFAULT_MAX_NUM_SEQS)
     tokens = max(max_model_len, min(seqs * max_model_len, TOKENS_IN_FLIGHT))
     needed = math.ceil(per_token * tokens * MARGIN)
     size = max(FLOOR_BYTES, math.ceil(needed / MIB) * MIB)
-    source = (f"{layers} layers x {kv_heads} KV heads x head dim {head_dim} x {dtype}: {per_token} B/token; "
-              f"{tokens} tokens x {MARGIN} = {needed / MIB:.1f} MiB" + (f", floor {FLOOR_BYTES // MIB} MiB" if size == FLOOR_BYTES else ""))
+    source = (
+        f"{layers} layers x {kv_heads} KV heads x head dim {head_dim} x {dtype}: {per_token} B/token; "
+        f"{tokens} tokens x {MARGIN} = {needed / MIB:.1f} MiB"
+        + (f", floor {FLOOR_BYTES // MIB} MiB" if size == FLOOR_BYTES else "")
+    )
     return KvBudget(size, tokens, per_token, max_model_len, source)
 
 
@@ -98,9 +111,21 @@ def resource_hint(error: str) -> str | None:
     text = error.lower()
     if not any(s in text for s in ("memory", "kv cache", "out of memory", "oom")):
         return None
-    if not any(s in text for s in ("less than", "insufficient", "not enough", "out of memory", "larger than the maximum",
-                                   "no available memory", "cannot allocate")):
+    if not any(
+        s in text
+        for s in (
+            "less than",
+            "insufficient",
+            "not enough",
+            "out of memory",
+            "larger than the maximum",
+            "no available memory",
+            "cannot allocate",
+        )
+    ):
         return None
-    return ("a resource refusal: the engine's memory is sized per case (harness/runners/memory.py); "
-            f"set `engine: {{kv_cache_memory_bytes: N}}` or `engine: {{max_model_len: N, max_num_seqs: N}}` on the case, "
-            f"or {OVERRIDE_ENV}=N for every case; on CPU the KV size must fit the NUMA node's free memory")
+    return (
+        "a resource refusal: the engine's memory is sized per case (harness/runners/memory.py); "
+        f"set `engine: {{kv_cache_memory_bytes: N}}` or `engine: {{max_model_len: N, max_num_seqs: N}}` on the case, "
+        f"or {OVERRIDE_ENV}=N for every case; on CPU the KV size must fit the NUMA node's free memory"
+    )

@@ -16,7 +16,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 # the offline tasks' data; PARITY_MTEB_DATA points at another folder of the same layout
-DATA_DIR = Path(os.environ.get("PARITY_MTEB_DATA") or Path(__file__).parent.parent / "data" / "mteb")
+DATA_DIR = Path(
+    os.environ.get("PARITY_MTEB_DATA") or Path(__file__).parent.parent / "data" / "mteb"
+)
 OFFLINE_TASKS = ("ParitySTS", "ParityClassification", "ParityRetrieval", "ParityReranking")
 DATA_REVISION = "v1"  # recorded by mteb as dataset_revision: bump when the shipped data changes
 
@@ -35,10 +37,16 @@ def _offline_tasks() -> dict[str, Any]:
 
     def meta(name: str, type_: str, main_score: str) -> TaskMetadata:
         return TaskMetadata(
-            name=name, description=f"parity-harness offline {type_} task on data shipped in the repository.",
-            dataset={"path": f"parity-harness/{name}", "revision": DATA_REVISION}, type=type_,
-            category="t2t", modalities=["text"], eval_splits=["test"], eval_langs=["eng-Latn"],
-            main_score=main_score, license="cc-by-4.0",
+            name=name,
+            description=f"parity-harness offline {type_} task on data shipped in the repository.",
+            dataset={"path": f"parity-harness/{name}", "revision": DATA_REVISION},
+            type=type_,
+            category="t2t",
+            modalities=["text"],
+            eval_splits=["test"],
+            eval_langs=["eng-Latn"],
+            main_score=main_score,
+            license="cc-by-4.0",
         )
 
     class ParitySTS(AbsTaskSTS):
@@ -48,9 +56,17 @@ def _offline_tasks() -> dict[str, Any]:
 
         def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
             rows = _load("sts.json")["test"]
-            self.dataset = DatasetDict({"test": Dataset.from_dict({
-                "sentence1": [r[0] for r in rows], "sentence2": [r[1] for r in rows],
-                "score": [float(r[2]) for r in rows]})})
+            self.dataset = DatasetDict(
+                {
+                    "test": Dataset.from_dict(
+                        {
+                            "sentence1": [r[0] for r in rows],
+                            "sentence2": [r[1] for r in rows],
+                            "score": [float(r[2]) for r in rows],
+                        }
+                    )
+                }
+            )
             self.data_loaded = True
 
     class ParityClassification(AbsTaskClassification):
@@ -60,7 +76,10 @@ def _offline_tasks() -> dict[str, Any]:
             d = _load("classification.json")
 
             def split(rows):
-                return Dataset.from_dict({"text": [r[0] for r in rows], "label": [int(r[1]) for r in rows]})
+                return Dataset.from_dict(
+                    {"text": [r[0] for r in rows], "label": [int(r[1]) for r in rows]}
+                )
+
             self.dataset = DatasetDict({"train": split(d["train"]), "test": split(d["test"])})
             self.data_loaded = True
 
@@ -68,8 +87,11 @@ def _offline_tasks() -> dict[str, Any]:
         d = _load("retrieval.json")
         return RetrievalSplitData(
             queries=Dataset.from_list([{"id": k, "text": v} for k, v in d["queries"].items()]),
-            corpus=Dataset.from_list([{"id": k, "title": t, "text": x} for k, (t, x) in d["corpus"].items()]),
-            relevant_docs=d["qrels"], top_ranked=d["top_ranked"] if with_top_ranked else None,
+            corpus=Dataset.from_list(
+                [{"id": k, "title": t, "text": x} for k, (t, x) in d["corpus"].items()]
+            ),
+            relevant_docs=d["qrels"],
+            top_ranked=d["top_ranked"] if with_top_ranked else None,
         )
 
     class ParityRetrieval(AbsTaskRetrieval):
@@ -86,7 +108,10 @@ def _offline_tasks() -> dict[str, Any]:
             self.dataset = {"default": {"test": retrieval_split(True)}}
             self.data_loaded = True
 
-    return {c.metadata.name: c for c in (ParitySTS, ParityClassification, ParityRetrieval, ParityReranking)}
+    return {
+        c.metadata.name: c
+        for c in (ParitySTS, ParityClassification, ParityRetrieval, ParityReranking)
+    }
 
 
 def get_tasks(names: Sequence[str]) -> list:
@@ -101,9 +126,15 @@ def get_tasks(names: Sequence[str]) -> list:
 def _model_meta(name: str, revision: str):
     from mteb.models.model_meta import ModelMeta, ScoringFunction
 
-    return ModelMeta.create_empty(overwrites=dict(
-        name=name, revision=revision, similarity_fn_name=ScoringFunction.COSINE,
-        framework=["PyTorch"], modalities=["text"]))
+    return ModelMeta.create_empty(
+        overwrites=dict(
+            name=name,
+            revision=revision,
+            similarity_fn_name=ScoringFunction.COSINE,
+            framework=["PyTorch"],
+            modalities=["text"],
+        )
+    )
 
 
 def _encoder(encode_texts: Callable[[list[str]], np.ndarray], meta):
@@ -119,7 +150,9 @@ def _encoder(encode_texts: Callable[[list[str]], np.ndarray], meta):
             texts = [t for batch in inputs for t in batch["text"]]
             out = np.asarray(encode_texts(texts), dtype=np.float32)
             if out.shape[0] != len(texts):
-                raise ValueError(f"runner returned {out.shape[0]} embeddings for {len(texts)} texts")
+                raise ValueError(
+                    f"runner returned {out.shape[0]} embeddings for {len(texts)} texts"
+                )
             return out
 
     return RunnerEncoder()
@@ -133,14 +166,22 @@ class _PairScorer:
         self._score_pairs = score_pairs
         self.mteb_model_meta = meta
 
-    def predict(self, inputs1, inputs2, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
+    def predict(
+        self, inputs1, inputs2, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs
+    ):
         q = [t for b in inputs1 for t in b["text"]]
         d = [t for b in inputs2 for t in b["text"]]
         return np.asarray(self._score_pairs(list(zip(q, d))), dtype=np.float32).reshape(-1)
 
 
-def evaluate(run: Callable[[str, list], list[np.ndarray]], task: str, task_names: Sequence[str],
-             model_name: str, revision: str, out_dir: Path) -> dict[str, dict[str, Any]]:
+def evaluate(
+    run: Callable[[str, list], list[np.ndarray]],
+    task: str,
+    task_names: Sequence[str],
+    model_name: str,
+    revision: str,
+    out_dir: Path,
+) -> dict[str, dict[str, Any]]:
     """Run mteb with `run(task, items)` as the model. Returns {task: {main_score, main_metric, ...}}."""
     import mteb
 
@@ -148,16 +189,26 @@ def evaluate(run: Callable[[str, list], list[np.ndarray]], task: str, task_names
     if task == "embed":
         model = _encoder(lambda texts: np.stack(run("embed", texts)), meta)
     elif task == "score":
-        model = _PairScorer(lambda pairs: np.concatenate([np.reshape(x, -1) for x in run("score", pairs)]), meta)
+        model = _PairScorer(
+            lambda pairs: np.concatenate([np.reshape(x, -1) for x in run("score", pairs)]), meta
+        )
     else:
         raise ValueError(f"MTEB evaluation needs an embed or score case, not {task!r}")
     res = mteb.evaluate(
-        model, tasks=get_tasks(task_names), cache=mteb.ResultCache(cache_path=str(out_dir)),
+        model,
+        tasks=get_tasks(task_names),
+        cache=mteb.ResultCache(cache_path=str(out_dir)),
         overwrite_strategy="always",  # the default reuses old result files without running the model
         encode_kwargs={"batch_size": 64, "show_progress_bar": False},
-        show_progress_bar=False, co2_tracker=False, raise_error=True,
+        show_progress_bar=False,
+        co2_tracker=False,
+        raise_error=True,
     )
-    return {tr.task_name: {"main_score": float(tr.get_score()),
-                           "main_metric": get_tasks([tr.task_name])[0].metadata.main_score,
-                           "evaluation_time": tr.evaluation_time}
-            for tr in res.task_results}
+    return {
+        tr.task_name: {
+            "main_score": float(tr.get_score()),
+            "main_metric": get_tasks([tr.task_name])[0].metadata.main_score,
+            "evaluation_time": tr.evaluation_time,
+        }
+        for tr in res.task_results
+    }

@@ -16,7 +16,10 @@ def run_with_options(call: Callable[[list], list], items: list, options: dict[st
     one_by_one: one request per call; warm_prefix_cache: send everything twice, keep the second."""
     order = list(range(len(items)))
     if options.get("shuffle_seed") is not None:
-        order = [int(i) for i in np.random.default_rng(int(options["shuffle_seed"])).permutation(len(items))]
+        order = [
+            int(i)
+            for i in np.random.default_rng(int(options["shuffle_seed"])).permutation(len(items))
+        ]
     sent = [items[i] for i in order]
     if options.get("one_by_one"):
         got = [call([it])[0] for it in sent]

@@ -50,8 +50,11 @@ class Platform:
         # the card (max_lanes), so it only has to leave room for the weights and activations.
         # Compiled with CUDA graphs by default (what users serve); PARITY_ENFORCE_EAGER=1 skips
         # compilation and graph capture, tens of seconds per engine start (ci/gpu-check sets it)
-        return {"kv_cache_memory_bytes": kv_cache_bytes, "gpu_memory_utilization": 0.5,
-                "enforce_eager": _flag(EAGER_ENV)}
+        return {
+            "kv_cache_memory_bytes": kv_cache_bytes,
+            "gpu_memory_utilization": 0.5,
+            "enforce_eager": _flag(EAGER_ENV),
+        }
 
     def max_lanes(self, cores: int) -> int:
         """Worker processes that may hold an engine at once. On CUDA one: engines on one card are
@@ -80,7 +83,9 @@ class Platform:
         # in-process engine core on every device: 2.6 s per engine instead of 19-35 s on CPU, and
         # the scheduler the invariance checks trace (harness.runners.engine_trace) is in reach;
         # a server keeps vLLM's layout
-        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if self.in_process_engine and not serve else None
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = (
+            "0" if self.in_process_engine and not serve else None
+        )
         if self.device == "cpu":
             if variant in ("v2", "auto"):
                 # V2 needs Triton; on CPU, kernels run in Triton's numpy interpreter through our
@@ -155,8 +160,10 @@ def detect_device() -> Device:
         return "cpu"
     usable, build = torch_cuda()
     if not usable:
-        raise RuntimeError(f"an NVIDIA driver is present but the installed torch ({build}) cannot use CUDA: install "
-                           f"with PARITY_BACKEND=cuda (nox), or set PARITY_DEVICE=cpu to run on the CPU on purpose")
+        raise RuntimeError(
+            f"an NVIDIA driver is present but the installed torch ({build}) cannot use CUDA: install "
+            f"with PARITY_BACKEND=cuda (nox), or set PARITY_DEVICE=cpu to run on the CPU on purpose"
+        )
     return "cuda"
 
 
@@ -167,7 +174,9 @@ def torch_cuda() -> tuple[bool, str]:
 
     code = "import torch; print(torch.cuda.is_available(), torch.__version__, torch.version.cuda)"
     try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return False, f"torch could not be asked: {e}"
     parts = out.stdout.split()

@@ -35,7 +35,9 @@ def log_tail(path: Path, lines: int = 25, what: str = "worker") -> str:
 
 
 class Worker:
-    def __init__(self, runner: str, env: dict[str, str | None], log_path: Path, threads: int | None = None):
+    def __init__(
+        self, runner: str, env: dict[str, str | None], log_path: Path, threads: int | None = None
+    ):
         self.runner = runner
         self.env = env
         self.log_path = Path(log_path)
@@ -59,8 +61,16 @@ class Worker:
             self.peak_rss_mb = max(float(peak), self.peak_rss_mb or 0.0)
 
     def stats(self) -> dict:
-        return {"runner": self.runner, "lane": self.lane, "log": str(self.log_path), "starts": self.starts, "loads": self.loads,
-                "recycles": self.recycles, "last_rss_mb": self.rss_mb, "peak_rss_mb": self.peak_rss_mb}
+        return {
+            "runner": self.runner,
+            "lane": self.lane,
+            "log": str(self.log_path),
+            "starts": self.starts,
+            "loads": self.loads,
+            "recycles": self.recycles,
+            "last_rss_mb": self.rss_mb,
+            "peak_rss_mb": self.peak_rss_mb,
+        }
 
     @property
     def alive(self) -> bool:
@@ -83,8 +93,12 @@ class Worker:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "harness.runners.worker", self.runner, "--reply-fd", str(w)],
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env,
-                pass_fds=(w,), start_new_session=True,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=(w,),
+                start_new_session=True,
             )
         finally:
             os.close(w)

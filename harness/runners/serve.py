@@ -83,7 +83,9 @@ class ServeRunner:
         self.log_path: Path | None = None
         self.last_meta: list[dict] = []
         self.last_run: dict[str, Any] = {}  # run-level evidence (server metrics) for info.requests
-        self.transport = None  # an httpx transport for the requests; None: the network (tests pass a double)
+        self.transport = (
+            None  # an httpx transport for the requests; None: the network (tests pass a double)
+        )
         self.started_with: tuple[LoadRequest, dict] | None = None  # what a restart starts again
         self.tree: list = []  # the server's child processes (engine core), stopped with it even if it died
         self.restarts = 0
@@ -104,15 +106,23 @@ class ServeRunner:
         assert self.log_path is not None
         actual, evidence = runner_from_log(self.log_path.read_text(errors="replace"))
         return {
-            "actual_runner": actual, "runner_evidence": evidence,
+            "actual_runner": actual,
+            "runner_evidence": evidence,
             # vLLM's server exposes no model runner class: its log is the evidence, not the engine
             "runner_proven": False,
             "runner_choice": f"VLLM_USE_V2_MODEL_RUNNER={os.environ.get('VLLM_USE_V2_MODEL_RUNNER', '(unset)')}",
-            "device": req.device, "engine_kwargs": engine, "kv_budget": budget.as_info(),
+            "device": req.device,
+            "engine_kwargs": engine,
+            "kv_budget": budget.as_info(),
             "effective": {"kv_cache_memory_bytes": engine.get("kv_cache_memory_bytes")},
-            "server": {"url": self.url, "pid": self.proc.pid if self.proc else None, "module": SERVER_MODULE,
-                       "start_seconds": time.perf_counter() - t0, "log": str(self.log_path),
-                       "ports_in_use": refused},
+            "server": {
+                "url": self.url,
+                "pid": self.proc.pid if self.proc else None,
+                "module": SERVER_MODULE,
+                "start_seconds": time.perf_counter() - t0,
+                "log": str(self.log_path),
+                "ports_in_use": refused,
+            },
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
             "versions": {"vllm": _version()},
             "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
@@ -133,30 +143,50 @@ class ServeRunner:
                     raise
                 refused.append(port)
                 last = str(e)
-        raise ServerFailure(f"no free port after {PORT_ATTEMPTS} attempts (ports {refused} were in use): {last}")
+        raise ServerFailure(
+            f"no free port after {PORT_ATTEMPTS} attempts (ports {refused} were in use): {last}"
+        )
 
     def _start(self, req: LoadRequest, engine: dict, port: int) -> None:
         import httpx
 
         self.unload()
         self.log_path = Path(tempfile.mkdtemp(prefix="parity-serve-")) / "server.log"
-        cmd = [sys.executable, "-m", SERVER_MODULE, "--model", req.model_dir, "--runner", "pooling",
-               "--host", HOST, "--port", str(port), "--dtype", req.dtype, *cli_args(engine)]
+        cmd = [
+            sys.executable,
+            "-m",
+            SERVER_MODULE,
+            "--model",
+            req.model_dir,
+            "--runner",
+            "pooling",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--dtype",
+            req.dtype,
+            *cli_args(engine),
+        ]
         if req.trust_remote_code:
             cmd.append("--trust-remote-code")
         with open(self.log_path, "wb") as log:
             log.write(("$ " + " ".join(cmd) + "\n").encode())
             log.flush()
             # same process group as the worker: killing the worker kills the server too
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         self.url = f"http://{HOST}:{port}"
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             code = self.proc.poll()
             if code is not None:
                 self.proc = None
-                raise ServerFailure(f"vllm serve exited with code {code} before it was healthy.\n"
-                                    f"--- server log tail ---\n{log_tail(self.log_path)}")
+                raise ServerFailure(
+                    f"vllm serve exited with code {code} before it was healthy.\n"
+                    f"--- server log tail ---\n{log_tail(self.log_path)}"
+                )
             try:
                 if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
                     self.tree = _children(self.proc.pid)
@@ -165,8 +195,10 @@ class ServeRunner:
                 pass
             time.sleep(0.5)
         self.unload()
-        raise ServerFailure(f"vllm serve was not healthy after {START_TIMEOUT:.0f} s; stopped.\n"
-                            f"--- server log tail ---\n{log_tail(self.log_path)}")
+        raise ServerFailure(
+            f"vllm serve was not healthy after {START_TIMEOUT:.0f} s; stopped.\n"
+            f"--- server log tail ---\n{log_tail(self.log_path)}"
+        )
 
     def unload(self) -> None:
         proc, self.proc = self.proc, None
@@ -181,7 +213,9 @@ class ServeRunner:
                 proc.wait()
         import psutil
 
-        for child in tree:  # engine core processes left behind by a server that did not stop them (or died)
+        for (
+            child
+        ) in tree:  # engine core processes left behind by a server that did not stop them (or died)
             try:
                 child.kill()
             except psutil.Error:
@@ -208,22 +242,33 @@ class ServeRunner:
         try:
             return self._run(task, items, options)
         except ServerFailure as e:  # every server fault carries the server's own log
-            raise ServerFailure(f"{e}\n--- server log tail ---\n{log_tail(self.log_path) if self.log_path else ''}") from None
+            raise ServerFailure(
+                f"{e}\n--- server log tail ---\n{log_tail(self.log_path) if self.log_path else ''}"
+            ) from None
 
     def _run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
         from harness.runners.options import run_with_options
 
         # (input index, item): messages name the item as the case numbers it, whatever the send order
-        numbered = [(i, tuple(it) if isinstance(it, list) else it) for i, it in enumerate(items)]  # pairs arrive as lists
+        numbered = [
+            (i, tuple(it) if isinstance(it, list) else it) for i, it in enumerate(items)
+        ]  # pairs arrive as lists
         if task == "score" and options.get("api") == "rerank":
+
             def call(batch: list) -> list:
                 return asyncio.run(self._rerank_all([it for _, it in batch], options))
         else:
+
             def call(batch: list) -> list:
                 return asyncio.run(self._send_all(task, batch, options))
+
         # a request pattern (shuffle, one_by_one) is a send order here; every item is its own request
         before = asyncio.run(self._metrics(options))
-        answered = run_with_options(call, numbered, {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")})
+        answered = run_with_options(
+            call,
+            numbered,
+            {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")},
+        )
         after = asyncio.run(self._metrics(options))
         self.last_run = {"server_metrics": metrics_delta(before, after)}
         # a case that ran on a server restarted after an earlier one died says so (info.requests)
@@ -243,15 +288,22 @@ class ServeRunner:
     def _client(self, options: dict):
         import httpx
 
-        return httpx.AsyncClient(base_url=self.url, timeout=float(options.get("request_timeout", REQUEST_TIMEOUT)),
-                                 transport=self.transport)
+        return httpx.AsyncClient(
+            base_url=self.url,
+            timeout=float(options.get("request_timeout", REQUEST_TIMEOUT)),
+            transport=self.transport,
+        )
 
-    async def _send_all(self, task: str, numbered: list, options: dict) -> list[tuple[np.ndarray, dict]]:
+    async def _send_all(
+        self, task: str, numbered: list, options: dict
+    ) -> list[tuple[np.ndarray, dict]]:
         send = _Limited(options)
         async with self._client(options) as client:
+
             async def one(i: int, item):
                 (out, meta), at_send = await send(lambda: self._one(client, task, i, item, options))
                 return out, {**meta, "in_flight": at_send}
+
             # gather keeps each answer with its own request: arrival order never matters
             answered = list(await asyncio.gather(*(one(i, it) for i, it in numbered)))
         if options.get("encoding_format") == "base64":
@@ -266,16 +318,30 @@ class ServeRunner:
         send = _Limited(options)
         top_n = options.get("top_n")
         async with self._client(options) as client:
+
             async def both(body: dict, g: int) -> tuple[dict, dict | None]:
                 full = await self._post(client, "/rerank", body, f"query group {g}")
-                top = await self._post(client, "/rerank", {**body, "top_n": top_n}, f"query group {g}") if top_n else None
+                top = (
+                    await self._post(
+                        client, "/rerank", {**body, "top_n": top_n}, f"query group {g}"
+                    )
+                    if top_n
+                    else None
+                )
                 return full, top
 
             async def one(g: int, group: list[int]):
-                body = {"model": self.model, "query": items[group[0]][0], "documents": [items[j][1] for j in group]}
+                body = {
+                    "model": self.model,
+                    "query": items[group[0]][0],
+                    "documents": [items[j][1] for j in group],
+                }
                 (full, top), at_send = await send(lambda: both(body, g))
-                return [(out, {**meta, "in_flight": at_send}) for out, meta in
-                        match_rerank(g, body["documents"], full, top, top_n)]
+                return [
+                    (out, {**meta, "in_flight": at_send})
+                    for out, meta in match_rerank(g, body["documents"], full, top, top_n)
+                ]
+
             groups = query_groups(tuple(items))
             answers = await asyncio.gather(*(one(g, group) for g, group in enumerate(groups)))
         out: list = [None] * len(items)
@@ -291,7 +357,9 @@ class ServeRunner:
         try:
             r = await client.post(path, json=body)
         except httpx.TimeoutException:
-            raise ServerFailure(f"request for {what} to {path} timed out after {client.timeout.read} s") from None
+            raise ServerFailure(
+                f"request for {what} to {path} timed out after {client.timeout.read} s"
+            ) from None
         except httpx.TransportError as e:
             raise ServerFailure(self._connection_lost(f"request for {what} to {path}", e)) from None
         if r.status_code >= 400:
@@ -299,7 +367,9 @@ class ServeRunner:
         return r.json()
 
     async def _one(self, client, task: str, i: int, item, options: dict) -> tuple[np.ndarray, dict]:
-        trunc = {"truncate_prompt_tokens": int(options["truncate"])} if options.get("truncate") else {}
+        trunc = (
+            {"truncate_prompt_tokens": int(options["truncate"])} if options.get("truncate") else {}
+        )
         dims = {"dimensions": int(options["dimensions"])} if options.get("dimensions") else {}
         base = {"model": self.model, **trunc}
         if task == "embed":
@@ -319,7 +389,9 @@ class ServeRunner:
             out = np.asarray([ans["data"][0]["score"]], dtype=np.float32)
         elif task in ("token_classify", "token_embed", "reward", "step_reward"):
             pooling_task = "token_classify" if task in ("reward", "step_reward") else task
-            ans = await self._post(client, "/pooling", {**base, "input": item, "task": pooling_task}, i)
+            ans = await self._post(
+                client, "/pooling", {**base, "input": item, "task": pooling_task}, i
+            )
             out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
         else:
             raise ValueError(f"the vllm-serve runner does not implement task {task!r}")
@@ -327,8 +399,14 @@ class ServeRunner:
         if isinstance(item, str) and not trunc:  # pairs and images: /tokenize takes one text
             tok = await self._post(client, "/tokenize", {"model": self.model, "prompt": item}, i)
             ids = [int(t) for t in tok["tokens"]]
-        usage = (ans.get("usage") or {}).get("prompt_tokens")  # what the server says it ran, one prompt here
-        return out.astype(np.float32), {"prompt_token_ids": ids, "num_cached_tokens": None, "usage_prompt_tokens": usage}
+        usage = (ans.get("usage") or {}).get(
+            "prompt_tokens"
+        )  # what the server says it ran, one prompt here
+        return out.astype(np.float32), {
+            "prompt_token_ids": ids,
+            "num_cached_tokens": None,
+            "usage_prompt_tokens": usage,
+        }
 
     def _connection_lost(self, what: str, e: Exception) -> str:
         """Why a request lost its connection: the server exited (with how), or the connection alone."""
@@ -341,8 +419,11 @@ class ServeRunner:
                     code = self.proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
-            self._lost = (f"server exited ({describe_exit(code)}) during the case" if code is not None
-                          else "connection to the server lost (the server is still running)")
+            self._lost = (
+                f"server exited ({describe_exit(code)}) during the case"
+                if code is not None
+                else "connection to the server lost (the server is still running)"
+            )
         return f"{self._lost}: {what} failed with {type(e).__name__}: {e}"
 
 

@@ -44,8 +44,10 @@ def _actual_runner(llm) -> tuple[str, str]:
     try:
         answers = llm.collective_rpc(_runner_of_worker)
     except Exception as e:  # noqa: BLE001 - the evidence is what failed
-        return "unknown", ("unproven: the model runner could not be read from the engine "
-                           f"({type(e).__name__}: {e})")
+        return "unknown", (
+            "unproven: the model runner could not be read from the engine "
+            f"({type(e).__name__}: {e})"
+        )
     kinds = {_runner_from_modules(a[0], set(a[1:])) for a in answers}
     classes = sorted({a[0] for a in answers})
     if len(kinds) != 1:
@@ -57,15 +59,17 @@ def _effective_config(llm) -> dict[str, Any]:
     """What the engine really runs with (a kwarg may be overridden or ignored for a model)."""
     cfg = llm.llm_engine.vllm_config
     out: dict[str, Any] = {}
-    for name, obj, attr in (("enable_chunked_prefill", cfg.scheduler_config, "enable_chunked_prefill"),
-                            ("max_num_batched_tokens", cfg.scheduler_config, "max_num_batched_tokens"),
-                            ("enable_prefix_caching", cfg.cache_config, "enable_prefix_caching"),
-                            ("max_model_len", cfg.model_config, "max_model_len"),
-                            ("kv_cache_memory_bytes", cfg.cache_config, "kv_cache_memory_bytes"),
-                            ("num_kv_blocks", cfg.cache_config, "num_gpu_blocks"),
-                            ("block_size", cfg.cache_config, "block_size"),
-                            ("max_num_seqs", cfg.scheduler_config, "max_num_seqs"),
-                            ("dtype", cfg.model_config, "dtype")):
+    for name, obj, attr in (
+        ("enable_chunked_prefill", cfg.scheduler_config, "enable_chunked_prefill"),
+        ("max_num_batched_tokens", cfg.scheduler_config, "max_num_batched_tokens"),
+        ("enable_prefix_caching", cfg.cache_config, "enable_prefix_caching"),
+        ("max_model_len", cfg.model_config, "max_model_len"),
+        ("kv_cache_memory_bytes", cfg.cache_config, "kv_cache_memory_bytes"),
+        ("num_kv_blocks", cfg.cache_config, "num_gpu_blocks"),
+        ("block_size", cfg.cache_config, "block_size"),
+        ("max_num_seqs", cfg.scheduler_config, "max_num_seqs"),
+        ("dtype", cfg.model_config, "dtype"),
+    ):
         value = getattr(obj, attr, None)
         out[name] = value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
     return out
@@ -85,17 +89,23 @@ def _why_runner(llm, actual: str) -> str:
     cfg = llm.llm_engine.vllm_config
     probe = getattr(cfg, "_get_v2_model_runner_unsupported_features", None)
     if probe is None:  # a private vLLM API this explanation relies on (tested with vllm 0.32.0)
-        return (f"vLLM's choice: {actual.upper()}; why is unknown: VllmConfig._get_v2_model_runner_unsupported_features "
-                f"is gone in vllm {_vllm_version()} (the harness was written against 0.32.0)")
+        return (
+            f"vLLM's choice: {actual.upper()}; why is unknown: VllmConfig._get_v2_model_runner_unsupported_features "
+            f"is gone in vllm {_vllm_version()} (the harness was written against 0.32.0)"
+        )
     unsupported = probe()
     if unsupported:
         return f"vLLM's choice: V2 does not support {', '.join(unsupported)}"
     default_v2 = getattr(cfg, "_is_default_v2_model_runner_model", None)  # vllm <= 0.30
     if default_v2 is not None and not default_v2():
-        return (f"vLLM's choice: vllm {_vllm_version()} keeps V2 for its default-V2 generate "
-                "models (VllmConfig._is_default_v2_model_runner_model is false here) -> "
-                f"{actual.upper()}")
-    how = " (Triton via the interpreter backend)" if os.environ.get("TRITON_INTERPRET") == "1" else ""
+        return (
+            f"vLLM's choice: vllm {_vllm_version()} keeps V2 for its default-V2 generate "
+            "models (VllmConfig._is_default_v2_model_runner_model is false here) -> "
+            f"{actual.upper()}"
+        )
+    how = (
+        " (Triton via the interpreter backend)" if os.environ.get("TRITON_INTERPRET") == "1" else ""
+    )
     return f"vLLM's choice: Triton present{how}, no V2-unsupported feature -> {actual.upper()}"
 
 
@@ -149,8 +159,11 @@ class VllmRunner:
         try:
             with _heap_kept_frozen(freeze_first=True):
                 self.llm = LLM(
-                    model=req.model_dir, runner="pooling", dtype=req.dtype,
-                    trust_remote_code=req.trust_remote_code, **kwargs,
+                    model=req.model_dir,
+                    runner="pooling",
+                    dtype=req.dtype,
+                    trust_remote_code=req.trust_remote_code,
+                    **kwargs,
                 )
         except Exception as e:
             cause = _inspection_root_cause(req.model_dir) if "to be inspected" in str(e) else None
@@ -171,7 +184,10 @@ class VllmRunner:
             "engine_trace": self.trace.as_info(),
             "device": req.device,
             "engine_kwargs": {k: v for k, v in kwargs.items()},
-            "kv_budget": {**budget.as_info(), "overridden_by_case": "kv_cache_memory_bytes" in req.engine},
+            "kv_budget": {
+                **budget.as_info(),
+                "overridden_by_case": "kv_cache_memory_bytes" in req.engine,
+            },
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
             "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
             "versions": {
@@ -188,16 +204,24 @@ class VllmRunner:
         assert self.llm is not None, "run before load"
         from harness.runners.options import run_with_options
 
-        tok = {"truncation": True, "max_length": int(options["truncate"])} if options.get("truncate") else None
+        tok = (
+            {"truncation": True, "max_length": int(options["truncate"])}
+            if options.get("truncate")
+            else None
+        )
         dims = int(options["dimensions"]) if options.get("dimensions") else None
         self.trace.reset()
-        answered = run_with_options(lambda batch: self._call(task, batch, tok, dims), list(items), options)
+        answered = run_with_options(
+            lambda batch: self._call(task, batch, tok, dims), list(items), options
+        )
         # per request, in input order: what the engine saw (for the checks' proof of effect)
         traced = self.trace.per_request([meta.get("request_id") for _, meta in answered])
         self.last_meta = [{**meta, **t} for (_, meta), t in zip(answered, traced)]
         return [out for out, _ in answered]
 
-    def _call(self, task: str, items: list, tok: dict | None, dims: int | None = None) -> list[tuple[np.ndarray, dict]]:
+    def _call(
+        self, task: str, items: list, tok: dict | None, dims: int | None = None
+    ) -> list[tuple[np.ndarray, dict]]:
         kw: dict[str, Any] = {"use_tqdm": False}
         if tok:
             kw["tokenization_kwargs"] = dict(tok)
@@ -207,24 +231,37 @@ class VllmRunner:
             kw["pooling_params"] = PoolingParams(dimensions=dims)
         if task == "embed":
             prompts = [_prompt(it) for it in items]
-            return [(np.asarray(o.outputs.embedding, dtype=np.float32), _meta(o)) for o in self.llm.embed(prompts, **kw)]
+            return [
+                (np.asarray(o.outputs.embedding, dtype=np.float32), _meta(o))
+                for o in self.llm.embed(prompts, **kw)
+            ]
         if task == "classify":
-            return [(np.asarray(o.outputs.probs, dtype=np.float32), _meta(o)) for o in self.llm.classify(items, **kw)]
+            return [
+                (np.asarray(o.outputs.probs, dtype=np.float32), _meta(o))
+                for o in self.llm.classify(items, **kw)
+            ]
         if task == "score":
-            outs = self.llm.score([_score_input(q) for q, _ in items], [_score_input(d) for _, d in items], **kw)
+            outs = self.llm.score(
+                [_score_input(q) for q, _ in items], [_score_input(d) for _, d in items], **kw
+            )
             return [(np.asarray([o.outputs.score], dtype=np.float32), _meta(o)) for o in outs]
         if task in ("token_classify", "token_embed", "reward", "step_reward"):
             # vLLM has no `reward` task: reward models and PRMs are served as token_classify
             pooling_task = "token_classify" if task in ("reward", "step_reward") else task
             prompts = [_prompt(it) for it in items]
-            return [(_to_numpy(o.outputs.data), _meta(o)) for o in self.llm.encode(prompts, pooling_task=pooling_task, **kw)]
+            return [
+                (_to_numpy(o.outputs.data), _meta(o))
+                for o in self.llm.encode(prompts, pooling_task=pooling_task, **kw)
+            ]
         raise ValueError(f"the vllm runner does not implement task {task!r}")
 
     def unload(self) -> None:
         if self.llm is None:
             return
         try:
-            with _heap_kept_frozen(freeze_first=False):  # shutdown unfreezes and collects in full too
+            with _heap_kept_frozen(
+                freeze_first=False
+            ):  # shutdown unfreezes and collects in full too
                 self.llm.llm_engine.engine_core.shutdown()
         except Exception:  # noqa: BLE001 - best effort: the worker may be reused
             pass
@@ -237,9 +274,11 @@ def _meta(output) -> dict[str, Any]:
     ids = getattr(output, "prompt_token_ids", None)
     cached = getattr(output, "num_cached_tokens", None)
     rid = getattr(output, "request_id", None)
-    return {"request_id": str(rid) if rid is not None else None,
-            "prompt_token_ids": [int(t) for t in ids] if ids is not None else None,
-            "num_cached_tokens": int(cached) if cached is not None else None}
+    return {
+        "request_id": str(rid) if rid is not None else None,
+        "prompt_token_ids": [int(t) for t in ids] if ids is not None else None,
+        "num_cached_tokens": int(cached) if cached is not None else None,
+    }
 
 
 def _vllm_version() -> str:
@@ -265,7 +304,9 @@ def _inspection_root_cause(model_dir: str) -> str | None:
     from pathlib import Path
 
     try:
-        from vllm.model_executor.models.registry import _VLLM_MODELS  # private: tested with vllm 0.32.0
+        from vllm.model_executor.models.registry import (
+            _VLLM_MODELS,
+        )  # private: tested with vllm 0.32.0
     except ImportError:
         return f"(no root cause: vllm {_vllm_version()} has no model_executor.models.registry._VLLM_MODELS)"
     archs = json.loads((Path(model_dir) / "config.json").read_text()).get("architectures") or []

@@ -50,15 +50,29 @@ def _serve(runner_name: str, reply) -> None:
                     loaded = False
                 info = runner.load(LoadRequest(**msg["request"]))
                 loaded = True
-                reply({"ok": True, "info": info, "seconds": time.perf_counter() - t0, "import_seconds": import_s,
-                       **memory_mb()})
+                reply(
+                    {
+                        "ok": True,
+                        "info": info,
+                        "seconds": time.perf_counter() - t0,
+                        "import_seconds": import_s,
+                        **memory_mb(),
+                    }
+                )
             elif op == "run":
                 if not loaded:
                     raise RuntimeError("run requested before a model was loaded")
                 outs = runner.run(msg["task"], msg["items"], msg.get("options", {}))
                 run_s = time.perf_counter() - t0
                 save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
-                reply({"ok": True, "seconds": run_s, "n": len(outs), "requests": _requests(runner, msg["out"])})
+                reply(
+                    {
+                        "ok": True,
+                        "seconds": run_s,
+                        "n": len(outs),
+                        "requests": _requests(runner, msg["out"]),
+                    }
+                )
             elif op == "mteb":
                 if not loaded:
                     raise RuntimeError("mteb requested before a model was loaded")
@@ -71,11 +85,13 @@ def _serve(runner_name: str, reply) -> None:
             else:
                 raise ValueError(f"unknown op {op!r}")
         except Exception as e:  # noqa: BLE001 - report, keep serving
-            reply({
-                "ok": False,
-                "error": f"{type(e).__name__}: {e}".strip()[:4000],
-                "traceback": traceback.format_exc()[-6000:],
-            })
+            reply(
+                {
+                    "ok": False,
+                    "error": f"{type(e).__name__}: {e}".strip()[:4000],
+                    "traceback": traceback.format_exc()[-6000:],
+                }
+            )
 
 
 def _requests(runner, out: str) -> dict | None:
@@ -89,13 +105,19 @@ def _requests(runner, out: str) -> dict | None:
     lengths = [len(m["prompt_token_ids"]) for m in meta if m.get("prompt_token_ids") is not None]
     cached = [m["num_cached_tokens"] for m in meta if m.get("num_cached_tokens") is not None]
     in_flight = [m["in_flight"] for m in meta if m.get("in_flight") is not None]
-    return {"count": len(meta), "max_prompt_tokens": max(lengths, default=None),
-            "min_prompt_tokens": min(lengths, default=None), "cached_tokens": sum(cached) if cached else None,
-            "requests_with_cache_hits": sum(1 for c in cached if c > 0) if cached else None,
-            "peak_in_flight": max(in_flight, default=None),
-            "server_restarts": max((m["server_restarts"] for m in meta if "server_restarts" in m),
-                                   default=None),
-            **summarize(meta), **(getattr(runner, "last_run", None) or {})}
+    return {
+        "count": len(meta),
+        "max_prompt_tokens": max(lengths, default=None),
+        "min_prompt_tokens": min(lengths, default=None),
+        "cached_tokens": sum(cached) if cached else None,
+        "requests_with_cache_hits": sum(1 for c in cached if c > 0) if cached else None,
+        "peak_in_flight": max(in_flight, default=None),
+        "server_restarts": max(
+            (m["server_restarts"] for m in meta if "server_restarts" in m), default=None
+        ),
+        **summarize(meta),
+        **(getattr(runner, "last_run", None) or {}),
+    }
 
 
 def memory_mb() -> dict[str, float | None]:
@@ -126,7 +148,9 @@ def _mteb(runner, msg: dict) -> dict:
     def run(task: str, items: list):
         return run_with_options(lambda batch: runner.run(task, batch, opts), list(items), shuffle)
 
-    scores = evaluate(run, msg["task"], msg["tasks"], msg["model_name"], msg["revision"], Path(msg["out_dir"]))
+    scores = evaluate(
+        run, msg["task"], msg["tasks"], msg["model_name"], msg["revision"], Path(msg["out_dir"])
+    )
     out = Path(msg["out"])
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

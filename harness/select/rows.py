@@ -22,12 +22,14 @@ from typing import Literal
 
 import yaml
 
-from harness.select.vllm_source import CONFIG_MAP_FILE, MODELS_DIR, REGISTRY, VllmSource
 from harness.matrix.checks import expand_checks
 from harness.matrix.runner_names import REFERENCE_RUNNER, model_runner_variant
 from harness.matrix.schema import Case, Matrix, SyntheticModel
+from harness.select.vllm_source import CONFIG_MAP_FILE, MODELS_DIR, REGISTRY, VllmSource
 
-Origin = Literal["any", "vllm"]  # `--vllm-diff` names only vLLM files; `--changed-files` either kind
+Origin = Literal[
+    "any", "vllm"
+]  # `--vllm-diff` names only vLLM files; `--changed-files` either kind
 # which rows a rule touches: every row, every vLLM row, one model runner's, offline or server rows
 Rows = Literal["all", "vllm", "v1", "v2", "offline", "server"]
 
@@ -41,16 +43,53 @@ SERVER_ENTRY = f"{ENTRYPOINTS}openai/api_server.py"  # what the vllm-serve-* run
 POOLER = "vllm/model_executor/layers/pooler"
 ADAPTERS = f"{MODELS_DIR}/adapters.py"  # wraps a converted architecture (Qwen3Model -> pooling)
 # the vLLM call each harness task makes (harness.runners.vllm / serve): which API a file serves
-API_OF_TASK = {"embed": "embed", "classify": "classify", "score": "score", "token_embed": "pooling",
-               "token_classify": "pooling", "reward": "pooling", "step_reward": "pooling"}
-API_WORDS = {"embed": {"embed", "embedding", "embeddings"}, "classify": {"classify", "classification"},
-             "score": {"score", "scoring", "rerank"}, "pooling": {"pooling"}}
-NO_BEHAVIOUR_DIRS = ("docs/", "tests/", ".buildkite/", ".github/", ".ci/", "benchmarks/", "examples/",
-                     "vllm/benchmarks/")
-NO_BEHAVIOUR_FILES = ("LICENSE", "CODEOWNERS", "MANIFEST.in", ".gitignore", ".pre-commit-config.yaml",
-                      "mkdocs.yaml", ".readthedocs.yaml", ".markdownlint.yaml", ".shellcheckrc")
-BUILD = ("csrc/", "cmake/", "requirements/", "CMakeLists.txt", "setup.py", "pyproject.toml", "noxfile.py",
-         "ci/", "harness/")
+API_OF_TASK = {
+    "embed": "embed",
+    "classify": "classify",
+    "score": "score",
+    "token_embed": "pooling",
+    "token_classify": "pooling",
+    "reward": "pooling",
+    "step_reward": "pooling",
+}
+API_WORDS = {
+    "embed": {"embed", "embedding", "embeddings"},
+    "classify": {"classify", "classification"},
+    "score": {"score", "scoring", "rerank"},
+    "pooling": {"pooling"},
+}
+NO_BEHAVIOUR_DIRS = (
+    "docs/",
+    "tests/",
+    ".buildkite/",
+    ".github/",
+    ".ci/",
+    "benchmarks/",
+    "examples/",
+    "vllm/benchmarks/",
+)
+NO_BEHAVIOUR_FILES = (
+    "LICENSE",
+    "CODEOWNERS",
+    "MANIFEST.in",
+    ".gitignore",
+    ".pre-commit-config.yaml",
+    "mkdocs.yaml",
+    ".readthedocs.yaml",
+    ".markdownlint.yaml",
+    ".shellcheckrc",
+)
+BUILD = (
+    "csrc/",
+    "cmake/",
+    "requirements/",
+    "CMakeLists.txt",
+    "setup.py",
+    "pyproject.toml",
+    "noxfile.py",
+    "ci/",
+    "harness/",
+)
 
 
 class SelectionError(ValueError):
@@ -132,7 +171,9 @@ def case_facts(case: Case, source: VllmSource, base_dir: Path) -> CaseFacts:
         start = source.module_files(module) + ([ADAPTERS] if converted else [])
         files = source.closure(start, lambda f: f.startswith(MODELS_DIR + "/"))
     late = arch in source.late_interaction_archs
-    token = case.task in ("token_embed", "token_classify", "reward", "step_reward") or (case.task == "score" and late)
+    token = case.task in ("token_embed", "token_classify", "reward", "step_reward") or (
+        case.task == "score" and late
+    )
     fixes = tuple(source.config_fixes(arch, case.engine.get("model_impl"))) if arch else ()
     return CaseFacts(arch, files, API_OF_TASK[case.task], token, late, fixes)
 
@@ -147,7 +188,9 @@ class Context:
     source: VllmSource
 
     def ids(self, keep) -> frozenset[str]:
-        return frozenset(c.id for c in self.cases if c.variant_of is None and keep(c, self.facts[c.id]))
+        return frozenset(
+            c.id for c in self.cases if c.variant_of is None and keep(c, self.facts[c.id])
+        )
 
     @functools.cached_property
     def worker_sets(self) -> tuple[frozenset[str], frozenset[str]]:
@@ -157,23 +200,26 @@ class Context:
     def entry_sets(self) -> tuple[frozenset[str], frozenset[str]]:
         """Entrypoint files the offline LLM class imports, and those vLLM's server imports."""
         inside = lambda f: f.startswith(ENTRYPOINTS)  # noqa: E731
-        return self.source.closure([OFFLINE_ENTRY], inside), self.source.closure([SERVER_ENTRY], inside)
+        return self.source.closure([OFFLINE_ENTRY], inside), self.source.closure(
+            [SERVER_ENTRY], inside
+        )
 
 
 def _worker_sets(source: VllmSource) -> tuple[frozenset[str], frozenset[str]]:
     """Files of V1's model runner and of V2's, as their imports say. V1's runner imports a helper or
     two from V2's package: those count for V1 too, but not what they import in turn."""
-    top = lambda f: f.startswith(WORKER) and "/" not in f[len(WORKER):]  # noqa: E731
-    v1 = source.closure(list(V1_RUNNERS), top) | {f for r in V1_RUNNERS if source.exists(r) for f in source.imports(r)
-                                                  if f.startswith(WORKER)}
+    top = lambda f: f.startswith(WORKER) and "/" not in f[len(WORKER) :]  # noqa: E731
+    v1 = source.closure(list(V1_RUNNERS), top) | {
+        f for r in V1_RUNNERS if source.exists(r) for f in source.imports(r) if f.startswith(WORKER)
+    }
     v2 = source.closure(list(V2_RUNNERS), lambda f: f.startswith(WORKER))
     return frozenset(v1), frozenset(v2)
 
 
 def _api_of_entrypoint(path: str) -> str | None:
     """The one pooling API an entrypoint file serves (`pooling/scoring/...`, `serving_score.py`)."""
-    rest = path[len(ENTRYPOINTS):]
-    sub = rest[len("pooling/"):].split("/")[0] if rest.startswith("pooling/") else Path(rest).stem
+    rest = path[len(ENTRYPOINTS) :]
+    sub = rest[len("pooling/") :].split("/")[0] if rest.startswith("pooling/") else Path(rest).stem
     words = set(re.split(r"[_./]", sub))
     apis = [api for api, ws in API_WORDS.items() if words & ws]
     return apis[0] if len(apis) == 1 else None
@@ -186,41 +232,77 @@ def _vllm_effect(path: str, ctx: Context) -> Effect:
         return every("model-registry", "vLLM's model registry: every architecture")
     if path.startswith(MODELS_DIR + "/"):
         if not known:
-            return every("model", f"not in the vLLM source read ({src.root}): cannot tell which architectures "
-                                  "import it, so every case")
+            return every(
+                "model",
+                f"not in the vLLM source read ({src.root}): cannot tell which architectures "
+                "import it, so every case",
+            )
         if path == CONFIG_MAP_FILE:
             return _config_map_effect(path, ctx)
         if not src.reached_from_registry(path, [ADAPTERS]):
-            return every("model", "no registered architecture's module imports it: vLLM reads it "
-                                  "by name elsewhere, so every case (conservative)")
+            return every(
+                "model",
+                "no registered architecture's module imports it: vLLM reads it "
+                "by name elsewhere, so every case (conservative)",
+            )
         cases = ctx.ids(lambda c, f: f.model_files is None or path in f.model_files)
         unknown = sorted(ctx.ids(lambda c, f: f.model_files is None))
         used = sorted({ctx.facts[c].arch or "?" for c in cases})
-        why = (f"imported by the vLLM module of {', '.join(used)}" if used else
-               "the vLLM module of no case's architecture imports it")
+        why = (
+            f"imported by the vLLM module of {', '.join(used)}"
+            if used
+            else "the vLLM module of no case's architecture imports it"
+        )
         if unknown:
             why += f" (selected as well, architecture not known here: {', '.join(unknown)})"
         return Effect(path, "model", why, cases, "vllm")
     if path.startswith(POOLER):
         if "/seqwise/" in path:
-            return Effect(path, "pooler", "sequence-level pooler: embed, classify, cross-encoder score",
-                          ctx.ids(lambda c, f: not f.token_level))
+            return Effect(
+                path,
+                "pooler",
+                "sequence-level pooler: embed, classify, cross-encoder score",
+                ctx.ids(lambda c, f: not f.token_level),
+            )
         if "/tokwise/" in path:
-            return Effect(path, "pooler", "token-level pooler: token_embed, token_classify, reward, MaxSim score",
-                          ctx.ids(lambda c, f: f.token_level))
+            return Effect(
+                path,
+                "pooler",
+                "token-level pooler: token_embed, token_classify, reward, MaxSim score",
+                ctx.ids(lambda c, f: f.token_level),
+            )
         return every("pooler", "task-generic pooler code: every pooling case")
     if path.startswith("vllm/v1/pool/") and ("late_interaction" in path or "maxsim" in path):
-        return Effect(path, "pooler", "late-interaction (MaxSim) scoring", ctx.ids(lambda c, f: f.late_interaction))
-    if path in ("vllm/pooling_params.py", "vllm/tasks.py", "vllm/config/pooler.py") or path.startswith("vllm/v1/pool/"):
+        return Effect(
+            path,
+            "pooler",
+            "late-interaction (MaxSim) scoring",
+            ctx.ids(lambda c, f: f.late_interaction),
+        )
+    if path in (
+        "vllm/pooling_params.py",
+        "vllm/tasks.py",
+        "vllm/config/pooler.py",
+    ) or path.startswith("vllm/v1/pool/"):
         return every("pooling", "task-generic pooling module: every pooling case")
     if path.startswith(WORKER):
         v1, v2 = ctx.worker_sets
         in_v1, in_v2 = path in v1, path in v2 or (not known and path.startswith(V2_PACKAGES))
         if in_v1 != in_v2:
             which = "v1" if in_v1 else "v2"
-            return Effect(path, f"{which}-runner", f"Model Runner {which.upper()} code: its rows only", None, which)
-        return every("worker", "worker code both model runners use" if in_v1 else
-                     "worker code above the model runners (or not in the source read): both runners")
+            return Effect(
+                path,
+                f"{which}-runner",
+                f"Model Runner {which.upper()} code: its rows only",
+                None,
+                which,
+            )
+        return every(
+            "worker",
+            "worker code both model runners use"
+            if in_v1
+            else "worker code above the model runners (or not in the source read): both runners",
+        )
     if path.startswith(ENTRYPOINTS):
         api = _api_of_entrypoint(path)
         cases = ctx.ids(lambda c, f: f.api == api) if api else None
@@ -228,10 +310,21 @@ def _vllm_effect(path: str, ctx: Context) -> Effect:
         offline, server = (path in files for files in ctx.entry_sets)
         if not known or offline == server:
             where = "used offline (LLM) and by the server" if known else "not in the source read"
-            return Effect(path, "entrypoint", f"entrypoint {where}: offline and server rows, {scope}", cases, "vllm")
+            return Effect(
+                path,
+                "entrypoint",
+                f"entrypoint {where}: offline and server rows, {scope}",
+                cases,
+                "vllm",
+            )
         rows: Rows = "offline" if offline else "server"
-        return Effect(path, f"{rows}-entrypoint", f"{rows} entrypoint ({'LLM' if offline else 'vllm serve'}), {scope}",
-                      cases, rows)
+        return Effect(
+            path,
+            f"{rows}-entrypoint",
+            f"{rows} entrypoint ({'LLM' if offline else 'vllm serve'}), {scope}",
+            cases,
+            rows,
+        )
     return every("unknown", "no narrower rule for this vLLM file: every vLLM row (conservative)")
 
 
@@ -240,11 +333,13 @@ def _config_map_effect(path: str, ctx: Context) -> Effect:
     the hybrid fix); the modules that import it (for the base class) count too."""
     configured = ctx.ids(lambda c, f: bool(f.config_fixes))
     imported = ctx.ids(lambda c, f: f.model_files is None or path in f.model_files)
-    fixes = sorted({f"{ctx.facts[c].arch}: {fix}"
-                    for c in configured for fix in ctx.facts[c].config_fixes})
+    fixes = sorted(
+        {f"{ctx.facts[c].arch}: {fix}" for c in configured for fix in ctx.facts[c].config_fixes}
+    )
     users = sorted({ctx.facts[c].arch or "?" for c in imported - configured})
     why = "the config fixes vLLM applies by architecture name: " + (
-        "; ".join(fixes) or "none of the cases'")
+        "; ".join(fixes) or "none of the cases'"
+    )
     if users:
         why += f"; imported by the vLLM module of {', '.join(users)}"
     return Effect(path, "model-config", why, configured | imported, "vllm")
@@ -254,7 +349,11 @@ def _refmodel_archs(path: Path) -> set[str]:
     """The keys of harness.models.refmodels.REFERENCE_ARCHS, read from the file (importing it needs torch)."""
     for node in ast.parse(path.read_text()).body:
         target = node.target if isinstance(node, ast.AnnAssign) else None
-        if isinstance(target, ast.Name) and target.id == "REFERENCE_ARCHS" and isinstance(node.value, ast.Dict):
+        if (
+            isinstance(target, ast.Name)
+            and target.id == "REFERENCE_ARCHS"
+            and isinstance(node.value, ast.Dict)
+        ):
             return {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
     return set()
 
@@ -262,45 +361,89 @@ def _refmodel_archs(path: Path) -> set[str]:
 def _project_effect(path: str, ctx: Context) -> Effect | None:
     """This project's own files (paths relative to its root, the working directory)."""
     full = str(Path(path).resolve())
-    if path.endswith((".yaml", ".yml")) and (path.startswith("matrices/") or full in ctx.matrix.files):
+    if path.endswith((".yaml", ".yml")) and (
+        path.startswith("matrices/") or full in ctx.matrix.files
+    ):
         if full not in ctx.matrix.files:
             return Effect(path, "matrix", f"not part of {ctx.matrix.path}: no case of this run")
         doc = yaml.safe_load(Path(full).read_text()) if Path(full).is_file() else None
-        if not isinstance(doc, dict) or doc.get("defaults") or doc.get("families") or doc.get("include"):
-            return Effect(path, "matrix", "its defaults, families or includes reach every case of the run", None, "all")
-        return Effect(path, "matrix", "the cases it defines",
-                      ctx.ids(lambda c, f: c.where.rsplit(":", 1)[0] == full), "all")
+        if (
+            not isinstance(doc, dict)
+            or doc.get("defaults")
+            or doc.get("families")
+            or doc.get("include")
+        ):
+            return Effect(
+                path,
+                "matrix",
+                "its defaults, families or includes reach every case of the run",
+                None,
+                "all",
+            )
+        return Effect(
+            path,
+            "matrix",
+            "the cases it defines",
+            ctx.ids(lambda c, f: c.where.rsplit(":", 1)[0] == full),
+            "all",
+        )
     m = re.match(r"golden/(?:mteb/)?([^/]+?)(?:\.json)?(?:/|$)", path)
     if m:
-        return Effect(path, "golden", f"the golden of case {m.group(1)}", ctx.ids(lambda c, f: c.id == m.group(1)), "all")
+        return Effect(
+            path,
+            "golden",
+            f"the golden of case {m.group(1)}",
+            ctx.ids(lambda c, f: c.id == m.group(1)),
+            "all",
+        )
     if path == "harness/models/refmodels.py":
         archs = _refmodel_archs(Path(path)) if Path(path).is_file() else set()
         if not archs:
-            return Effect(path, "reference", "refmodels.py not readable here: every case", None, "all")
-        return Effect(path, "reference", f"reference architectures {', '.join(sorted(archs))} (their synthetic "
-                      "checkpoints and HF references)", ctx.ids(lambda c, f: f.arch in archs), "all")
+            return Effect(
+                path, "reference", "refmodels.py not readable here: every case", None, "all"
+            )
+        return Effect(
+            path,
+            "reference",
+            f"reference architectures {', '.join(sorted(archs))} (their synthetic "
+            "checkpoints and HF references)",
+            ctx.ids(lambda c, f: f.arch in archs),
+            "all",
+        )
     return None
 
 
 def effect_of(path: str, origin: Origin, ctx: Context) -> Effect:
     path = path.strip().removeprefix("./")
     name = path.rsplit("/", 1)[-1]
-    if path.startswith(NO_BEHAVIOUR_DIRS) or path.endswith((".md", ".rst")) or name in NO_BEHAVIOUR_FILES:
-        return Effect(path, "no-behaviour", "docs, tests or CI configuration: cannot change what a case computes")
+    if (
+        path.startswith(NO_BEHAVIOUR_DIRS)
+        or path.endswith((".md", ".rst"))
+        or name in NO_BEHAVIOUR_FILES
+    ):
+        return Effect(
+            path,
+            "no-behaviour",
+            "docs, tests or CI configuration: cannot change what a case computes",
+        )
     if path.startswith("vllm/"):
         return _vllm_effect(path, ctx)
     project = _project_effect(path, ctx) if origin == "any" else None
     if project is not None:
         return project
     if path.startswith(BUILD):
-        return Effect(path, "build", "kernels, build, dependencies or harness code: every row", None, "all")
+        return Effect(
+            path, "build", "kernels, build, dependencies or harness code: every row", None, "all"
+        )
     return Effect(path, "unknown", "no rule knows this file: every row (conservative)", None, "all")
 
 
 @dataclass
 class Selection:
     effects: list[Effect]
-    rows: dict[tuple[str, str], list[Effect]] = field(default_factory=dict)  # (case id, runner) -> why
+    rows: dict[tuple[str, str], list[Effect]] = field(
+        default_factory=dict
+    )  # (case id, runner) -> why
     vllm_source: str = ""
     vllm_range: str | None = None
 
@@ -309,35 +452,60 @@ class Selection:
 
     def to_json(self) -> dict:
         return {
-            "vllm_source": self.vllm_source, "vllm_range": self.vllm_range,
-            "files": [{"path": e.path, "rule": e.rule, "reason": e.reason,
-                       "rows": sum(e in why for why in self.rows.values())} for e in self.effects],
-            "rows": [{"case": c, "runner": r, "because": [e.path for e in why]}
-                     for (c, r), why in sorted(self.rows.items())],
+            "vllm_source": self.vllm_source,
+            "vllm_range": self.vllm_range,
+            "files": [
+                {
+                    "path": e.path,
+                    "rule": e.rule,
+                    "reason": e.reason,
+                    "rows": sum(e in why for why in self.rows.values()),
+                }
+                for e in self.effects
+            ],
+            "rows": [
+                {"case": c, "runner": r, "because": [e.path for e in why]}
+                for (c, r), why in sorted(self.rows.items())
+            ],
         }
 
     def summary(self) -> str:
         """One line a log or report can carry: how many rows, from how many files."""
         cases = {c for c, _ in self.rows}
-        return (f"{len(self.rows)} row(s) of {len(cases)} case(s) selected by {len(self.effects)} changed file(s)"
-                if self.rows else f"nothing selected: none of the {len(self.effects)} changed file(s) can affect a case")
+        return (
+            f"{len(self.rows)} row(s) of {len(cases)} case(s) selected by {len(self.effects)} changed file(s)"
+            if self.rows
+            else f"nothing selected: none of the {len(self.effects)} changed file(s) can affect a case"
+        )
 
 
 def to_text(sel: Selection) -> str:
     """The selection for a terminal or a CI log: each file's rule and reason, then each row's files."""
-    lines = [f"vLLM source read: {sel.vllm_source}" + (f" · range {sel.vllm_range}" if sel.vllm_range else "")]
+    lines = [
+        f"vLLM source read: {sel.vllm_source}"
+        + (f" · range {sel.vllm_range}" if sel.vllm_range else "")
+    ]
     for f in sel.to_json()["files"]:
         lines.append(f"  {f['path']}  [{f['rule']}] {f['reason']} -> {f['rows']} row(s)")
     if sel.rows:
         width = max(len(c) for c, _ in sel.rows)
         lines.append("selected (case, runner) <- changed file(s):")
-        lines += [f"  {c:<{width}}  {r:<15} <- {', '.join(e.path for e in why)}" for (c, r), why in sorted(sel.rows.items())]
+        lines += [
+            f"  {c:<{width}}  {r:<15} <- {', '.join(e.path for e in why)}"
+            for (c, r), why in sorted(sel.rows.items())
+        ]
     lines.append(sel.summary().upper() if not sel.rows else sel.summary())
     return "\n".join(lines) + "\n"
 
 
-def select(matrix: Matrix, cases: list[Case], changed: list[str], origin: Origin, source: VllmSource,
-           vllm_range: str | None = None) -> Selection:
+def select(
+    matrix: Matrix,
+    cases: list[Case],
+    changed: list[str],
+    origin: Origin,
+    source: VllmSource,
+    vllm_range: str | None = None,
+) -> Selection:
     """The rows of `cases` (invariance checks expanded) that the changed files can affect."""
     expanded = expand_checks(cases)
     base_dir = Path(matrix.path).parent
@@ -359,7 +527,9 @@ def narrow(cases: list[Case], sel: Selection) -> list[Case]:
     for case in cases:
         picked = set(sel.runners_of(case.id))
         if picked:
-            keep = [r for r in case.runners if r in picked or (r == REFERENCE_RUNNER and picked - {r})]
+            keep = [
+                r for r in case.runners if r in picked or (r == REFERENCE_RUNNER and picked - {r})
+            ]
             out.append(case.model_copy(update={"runners": keep}))
     return out
 
@@ -369,13 +539,20 @@ def git_changed_files(vllm_range: str, repo: str | Path) -> list[str]:
     repo = Path(repo)
     if not repo.is_dir():
         raise SelectionError(f"--vllm-repo {repo}: no such folder")
-    probe = subprocess.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    probe = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--show-toplevel"], capture_output=True, text=True
+    )
     if probe.returncode != 0:
         raise SelectionError(f"--vllm-repo {repo}: not a git checkout ({probe.stderr.strip()})")
-    proc = subprocess.run(["git", "-C", str(repo), "diff", "--name-only", vllm_range, "--"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "diff", "--name-only", vllm_range, "--"],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
-        raise SelectionError(f"--vllm-diff {vllm_range!r}: git in {repo} does not know this range "
-                             f"({proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else 'no message'}); "
-                             f"give A..B or A...B of commits the checkout has (fetch them first)")
+        raise SelectionError(
+            f"--vllm-diff {vllm_range!r}: git in {repo} does not know this range "
+            f"({proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else 'no message'}); "
+            f"give A..B or A...B of commits the checkout has (fetch them first)"
+        )
     return [line for line in proc.stdout.splitlines() if line.strip()]

@@ -38,11 +38,15 @@ class VllmSource:
     def __init__(self, root: Path):
         self.root = Path(root)
         if not (self.root / "vllm" / "__init__.py").is_file():
-            raise SourceError(f"{self.root} holds no vLLM source (no vllm/__init__.py): pass --vllm-repo "
-                              f"a vLLM checkout, or install vllm")
+            raise SourceError(
+                f"{self.root} holds no vLLM source (no vllm/__init__.py): pass --vllm-repo "
+                f"a vLLM checkout, or install vllm"
+            )
         if not (self.root / REGISTRY).is_file():
-            raise SourceError(f"{self.root / REGISTRY} is missing: this vLLM has no model registry where "
-                              f"the selection reads it")
+            raise SourceError(
+                f"{self.root / REGISTRY} is missing: this vLLM has no model registry where "
+                f"the selection reads it"
+            )
 
     @classmethod
     def locate(cls, repo: str | Path | None) -> "VllmSource":
@@ -62,17 +66,29 @@ class VllmSource:
         """Each `_*_MODELS = {arch: (module, class)}` table of the registry, by table name."""
         tables: dict[str, dict[str, str]] = {}
         for node in _parse(self.root / REGISTRY).body:
-            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-            if not (isinstance(target, ast.Name) and target.id.endswith("_MODELS") and isinstance(node.value, ast.Dict)):
+            target = (
+                node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            )
+            if not (
+                isinstance(target, ast.Name)
+                and target.id.endswith("_MODELS")
+                and isinstance(node.value, ast.Dict)
+            ):
                 continue
             table = {}
             for key, value in zip(node.value.keys, node.value.values):
-                if isinstance(key, ast.Constant) and isinstance(value, ast.Tuple) and value.elts \
-                        and isinstance(value.elts[0], ast.Constant):
+                if (
+                    isinstance(key, ast.Constant)
+                    and isinstance(value, ast.Tuple)
+                    and value.elts
+                    and isinstance(value.elts[0], ast.Constant)
+                ):
                     table[str(key.value)] = str(value.elts[0].value)
             tables[target.id] = table
         if not tables:
-            raise SourceError(f"{self.root / REGISTRY}: found no `_*_MODELS = {{...}}` table to read")
+            raise SourceError(
+                f"{self.root / REGISTRY}: found no `_*_MODELS = {{...}}` table to read"
+            )
         return tables
 
     @functools.cached_property
@@ -96,11 +112,21 @@ class VllmSource:
         if not path.is_file():
             return []
         for node in _parse(path).body:
-            target = node.target if isinstance(node, ast.AnnAssign) else (
-                node.targets[0] if isinstance(node, ast.Assign) else None)
-            if isinstance(target, ast.Name) and target.id == "_SUFFIX_TO_DEFAULTS" and isinstance(node.value, ast.List):
-                return [str(e.elts[0].value) for e in node.value.elts
-                        if isinstance(e, ast.Tuple) and e.elts and isinstance(e.elts[0], ast.Constant)]
+            target = (
+                node.target
+                if isinstance(node, ast.AnnAssign)
+                else (node.targets[0] if isinstance(node, ast.Assign) else None)
+            )
+            if (
+                isinstance(target, ast.Name)
+                and target.id == "_SUFFIX_TO_DEFAULTS"
+                and isinstance(node.value, ast.List)
+            ):
+                return [
+                    str(e.elts[0].value)
+                    for e in node.value.elts
+                    if isinstance(e, ast.Tuple) and e.elts and isinstance(e.elts[0], ast.Constant)
+                ]
         return []
 
     @functools.cached_property
@@ -109,12 +135,19 @@ class VllmSource:
         out: dict[str, str] = {}
         for node in _parse(self.root / REGISTRY).body:
             target = _target(node)
-            if not (isinstance(target, ast.Name) and target.id.endswith("_MODELS")
-                    and isinstance(node.value, ast.Dict)):
+            if not (
+                isinstance(target, ast.Name)
+                and target.id.endswith("_MODELS")
+                and isinstance(node.value, ast.Dict)
+            ):
                 continue
             for key, value in zip(node.value.keys, node.value.values):
-                if isinstance(key, ast.Constant) and isinstance(value, ast.Tuple) \
-                        and len(value.elts) > 1 and isinstance(value.elts[1], ast.Constant):
+                if (
+                    isinstance(key, ast.Constant)
+                    and isinstance(value, ast.Tuple)
+                    and len(value.elts) > 1
+                    and isinstance(value.elts[1], ast.Constant)
+                ):
                     out.setdefault(str(key.value), str(value.elts[1].value))
         return out
 
@@ -127,14 +160,22 @@ class VllmSource:
             return {}
         for node in _parse(path).body:
             target = _target(node)
-            if isinstance(target, ast.Name) and target.id == CONFIG_MAP \
-                    and isinstance(node.value, ast.Dict):
+            if (
+                isinstance(target, ast.Name)
+                and target.id == CONFIG_MAP
+                and isinstance(node.value, ast.Dict)
+            ):
                 pairs = zip(node.value.keys, node.value.values)
-                return {str(k.value): _name_of(v) for k, v in pairs
-                        if isinstance(k, ast.Constant) and _name_of(v)}
-        raise SourceError(f"{path}: found no `{CONFIG_MAP} = {{...}}` to read (vLLM changed how "
-                          f"it maps architectures to config fixes; teach harness/select/vllm_source.py "
-                          f"the new form)")
+                return {
+                    str(k.value): _name_of(v)
+                    for k, v in pairs
+                    if isinstance(k, ast.Constant) and _name_of(v)
+                }
+        raise SourceError(
+            f"{path}: found no `{CONFIG_MAP} = {{...}}` to read (vLLM changed how "
+            f"it maps architectures to config fixes; teach harness/select/vllm_source.py "
+            f"the new form)"
+        )
 
     def registered_arch(self, arch: str) -> str | None:
         """The registry name vLLM resolves `arch` to: itself, else with its suffix swapped."""
@@ -153,8 +194,9 @@ class VllmSource:
         if model_impl == TRANSFORMERS_BACKEND:
             return []  # vLLM's architecture is then a Transformers* backend class, not in the map
         names = [arch] + [a for a in [self.registered_arch(arch)] if a and a != arch]
-        fixes = [f"{self.config_map[a]} ({CONFIG_MAP}[{a!r}])"
-                 for a in names if a in self.config_map][:1]
+        fixes = [
+            f"{self.config_map[a]} ({CONFIG_MAP}[{a!r}])" for a in names if a in self.config_map
+        ][:1]
         if self.is_hybrid(arch):
             fixes.append(f"{HYBRID_CONFIG} (hybrid model)")
         return fixes
@@ -185,8 +227,11 @@ class VllmSource:
     def _classes(self, rel: str) -> dict[str, list[str]]:
         """The top-level classes of a file and the names of their bases."""
         tree = _parse(self.root / rel)
-        return {n.name: [b for b in map(_name_of, n.bases) if b]
-                for n in tree.body if isinstance(n, ast.ClassDef)}
+        return {
+            n.name: [b for b in map(_name_of, n.bases) if b]
+            for n in tree.body
+            if isinstance(n, ast.ClassDef)
+        }
 
     def module_of(self, arch: str, model_impl: str | None = None) -> tuple[str, bool] | None:
         """(module, converted) vLLM loads `arch` from, as its registry resolves it: a direct entry,
@@ -235,8 +280,10 @@ class VllmSource:
 
     @functools.cached_property
     def _model_texts(self) -> dict[str, str]:
-        return {str(p.relative_to(self.root)): p.read_text(encoding="utf-8", errors="replace")
-                for p in sorted((self.root / MODELS_DIR).rglob("*.py"))}
+        return {
+            str(p.relative_to(self.root)): p.read_text(encoding="utf-8", errors="replace")
+            for p in sorted((self.root / MODELS_DIR).rglob("*.py"))
+        }
 
     def closure(self, files: list[str], within: Callable[[str], bool]) -> frozenset[str]:
         """`files` and every file they import, directly or not, through files `within` accepts

@@ -22,11 +22,27 @@ from torch.utils.weak import WeakTensorKeyDictionary
 DEVICE = "meta"
 T = torch.Tensor
 # calls that hand data to the host: answered from the host values (zeros where there are none)
-DATA_OUT = {T.item, T.tolist, T.numpy, T.cpu, T.__bool__, T.__int__, T.__float__, T.__index__,
-            T.__len__, T.__iter__}
+DATA_OUT = {
+    T.item,
+    T.tolist,
+    T.numpy,
+    T.cpu,
+    T.__bool__,
+    T.__int__,
+    T.__float__,
+    T.__index__,
+    T.__len__,
+    T.__iter__,
+}
 # calls that move or alias tensors between devices on purpose (nn.Module.to and friends)
-TRANSFER = {torch._has_compatible_shallow_copy_type, T.copy_, T.set_, T.data.__set__, T.__setstate__,
-            T.__reduce_ex__}
+TRANSFER = {
+    torch._has_compatible_shallow_copy_type,
+    T.copy_,
+    T.set_,
+    T.data.__set__,
+    T.__setstate__,
+    T.__reduce_ex__,
+}
 
 
 class MixedDevices(RuntimeError):
@@ -76,11 +92,20 @@ class OffDevice(TorchFunctionMode):
                 raise
             # an output whose shape depends on data (a boolean-mask index, repeat_interleave):
             # the shape from the host values where known, zeros elsewhere
-            out = tree_map(lambda h: h.to(DEVICE) if isinstance(h, T) else h,
-                           func(*tree_map(self._host_or_zeros, args), **tree_map(self._host_or_zeros, kwargs)))
+            out = tree_map(
+                lambda h: h.to(DEVICE) if isinstance(h, T) else h,
+                func(*tree_map(self._host_or_zeros, args), **tree_map(self._host_or_zeros, kwargs)),
+            )
         made_here = _device_arg((), kwargs)
-        if not on_device and _on(out, DEVICE) and made_here is not None and made_here.type == DEVICE:
-            self.host[out] = func(*args, **{**kwargs, "device": "cpu"})  # torch.tensor/arange(..., device=)
+        if (
+            not on_device
+            and _on(out, DEVICE)
+            and made_here is not None
+            and made_here.type == DEVICE
+        ):
+            self.host[out] = func(
+                *args, **{**kwargs, "device": "cpu"}
+            )  # torch.tensor/arange(..., device=)
         elif on_device and all(t in self.host for t in on_device):  # computed from host data only
             host_out = func(*tree_map(self._host_of, args), **tree_map(self._host_of, kwargs))
             for o, h in zip(tree_flatten(out)[0], tree_flatten(host_out)[0]):
@@ -93,7 +118,11 @@ class OffDevice(TorchFunctionMode):
         if _on(src, DEVICE) and dev is not None and dev.type == "cpu":
             return func(self._host_or_zeros(src), *args[1:], **kwargs)
         out = func(*args, **kwargs)
-        values = None if isinstance(src, torch.nn.Parameter) else (src if _on(src, "cpu") else self.host.get(src))
+        values = (
+            None
+            if isinstance(src, torch.nn.Parameter)
+            else (src if _on(src, "cpu") else self.host.get(src))
+        )
         if _on(out, DEVICE) and values is not None:
             self.host[out] = values.to(dtype=out.dtype)
         return out
@@ -106,7 +135,9 @@ class OffDevice(TorchFunctionMode):
         devices = {t.device.type for t in tensors if t.dim() > 0}  # 0-d host scalars may mix
         if len(devices) > 1:
             what = ", ".join(f"{t.device.type}{tuple(t.shape)}" for t in tensors)
-            raise MixedDevices(f"{getattr(func, '__qualname__', func)} got tensors on {sorted(devices)}: {what}")
+            raise MixedDevices(
+                f"{getattr(func, '__qualname__', func)} got tensors on {sorted(devices)}: {what}"
+            )
 
 
 def left_behind(*objects) -> list[str]:

@@ -14,7 +14,9 @@ DATA = Path(__file__).parent / "data"
 
 
 def parity(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd
+    )
 
 
 FAULT_MARGIN = {"float32": 100, "bfloat16": 5, "float16": 5}
@@ -27,17 +29,20 @@ def fault_run(tmp_path_factory):
     return proc, out, json.loads((out / "report.json").read_text())
 
 
-@pytest.mark.parametrize("case_id, metric", [
-    ("embed-cls-pooling-fault", "cosine_distance"),
-    ("embed-no-normalize-fault", "max_abs"),
-    ("classify-no-softmax-fault", "max_abs"),
-    ("score-no-sigmoid-fault", "max_abs"),
-    ("token-classify-no-softmax-fault", "max_abs"),
-    ("reward-sigmoid-fault", "max_abs"),
-    ("prm-wrong-step-tag-fault", "empty runner output"),
-    ("colbert-no-normalize-fault", "max_abs"),
-    ("clip-image-wrong-mean-std-fault", "max_abs"),
-])
+@pytest.mark.parametrize(
+    "case_id, metric",
+    [
+        ("embed-cls-pooling-fault", "cosine_distance"),
+        ("embed-no-normalize-fault", "max_abs"),
+        ("classify-no-softmax-fault", "max_abs"),
+        ("score-no-sigmoid-fault", "max_abs"),
+        ("token-classify-no-softmax-fault", "max_abs"),
+        ("reward-sigmoid-fault", "max_abs"),
+        ("prm-wrong-step-tag-fault", "empty runner output"),
+        ("colbert-no-normalize-fault", "max_abs"),
+        ("clip-image-wrong-mean-std-fault", "max_abs"),
+    ],
+)
 def test_real_faults_fail_naming_case_and_metric(fault_run, case_id, metric):
     proc, out, report = fault_run
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -53,15 +58,28 @@ def test_real_faults_fail_naming_case_and_metric(fault_run, case_id, metric):
     assert metric in proc.stdout.split(f"FAIL {case_id}", 1)[1].splitlines()[0]
 
 
-BF16_FAULTS = {"embed-cls-pooling-fault": "cosine_distance", "embed-no-normalize-fault": "norm_rel",
-               "classify-no-softmax-fault": "max_abs", "score-no-sigmoid-fault": "max_abs"}
+BF16_FAULTS = {
+    "embed-cls-pooling-fault": "cosine_distance",
+    "embed-no-normalize-fault": "norm_rel",
+    "classify-no-softmax-fault": "max_abs",
+    "score-no-sigmoid-fault": "max_abs",
+}
 
 
 @pytest.fixture(scope="module")
 def bf16_fault_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("faults-bf16")
-    proc = parity("run", "--matrix", str(DATA / "faults.yaml"), "--dtype", "bfloat16",
-                  "--out", str(out), "-k", *BF16_FAULTS)
+    proc = parity(
+        "run",
+        "--matrix",
+        str(DATA / "faults.yaml"),
+        "--dtype",
+        "bfloat16",
+        "--out",
+        str(out),
+        "-k",
+        *BF16_FAULTS,
+    )
     return proc, out, json.loads((out / "report.json").read_text())
 
 
@@ -95,14 +113,25 @@ def test_malformed_matrix_exits_2_with_location(tmp_path):
 
 
 def test_golden_backed_run_starts_no_hf_process(tmp_path):
-    proc = parity("run", "--matrix", "matrices/ci.yaml", "--against", "golden", "--runners", "vllm-v1",
-                  "--out", str(tmp_path))
+    proc = parity(
+        "run",
+        "--matrix",
+        "matrices/ci.yaml",
+        "--against",
+        "golden",
+        "--runners",
+        "vllm-v1",
+        "--out",
+        str(tmp_path),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not list((tmp_path / "logs").glob("hf*.log"))
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["results"] and all(r["status"] == "pass" for r in report["results"])
-    assert all(ref["info"]["golden"].startswith(str(ROOT / "golden")) or "golden/" in ref["info"]["golden"]
-               for ref in report["references"])
+    assert all(
+        ref["info"]["golden"].startswith(str(ROOT / "golden")) or "golden/" in ref["info"]["golden"]
+        for ref in report["references"]
+    )
 
 
 def test_golden_verify_passes_on_committed_goldens(tmp_path):
@@ -116,8 +145,12 @@ def test_multimodal_goldens_hold_where_vllm_cannot_run(tmp_path):
     proc = parity("golden", "verify", "-k", "colpali-*", "jina-vl-*", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = json.loads((tmp_path / "report.json").read_text())["results"]
-    assert sorted(r["case_id"] for r in results) == ["colpali-tiny-maxsim-score", "colpali-tiny-token-embed",
-                                                     "jina-vl-tiny-image-rerank", "jina-vl-tiny-text-rerank"]
+    assert sorted(r["case_id"] for r in results) == [
+        "colpali-tiny-maxsim-score",
+        "colpali-tiny-token-embed",
+        "jina-vl-tiny-image-rerank",
+        "jina-vl-tiny-text-rerank",
+    ]
     assert all(r["status"] == "pass" for r in results)
 
 
@@ -126,14 +159,27 @@ def test_two_shards_merged_equal_the_unsharded_run(tmp_path):
     for name, extra in (("all", []), ("s1", ["--shard", "1/2"]), ("s2", ["--shard", "2/2"])):
         proc = parity("run", *common, *extra, "--out", str(tmp_path / name))
         assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = parity("report", "merge", str(tmp_path / "s1" / "report.json"), str(tmp_path / "s2" / "report.json"),
-                  "--out", str(tmp_path / "merged"))
+    proc = parity(
+        "report",
+        "merge",
+        str(tmp_path / "s1" / "report.json"),
+        str(tmp_path / "s2" / "report.json"),
+        "--out",
+        str(tmp_path / "merged"),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     def key(path):
         report = json.loads(path.read_text())
-        return sorted((r["case_id"], r["runner"], r["status"], tuple((m["name"], m["value"]) for m in r["metrics"]))
-                      for r in report["results"])
+        return sorted(
+            (
+                r["case_id"],
+                r["runner"],
+                r["status"],
+                tuple((m["name"], m["value"]) for m in r["metrics"]),
+            )
+            for r in report["results"]
+        )
 
     merged, whole = key(tmp_path / "merged" / "report.json"), key(tmp_path / "all" / "report.json")
     assert merged == whole and len(whole) >= 4
@@ -149,13 +195,36 @@ def test_pytest_update_golden_rewrites_only_selected_goldens(tmp_path):
     for case in ("bert-tiny-mean-embed", "minilm-l6-embed"):
         shutil.copytree(ROOT / "golden" / case, golden / case)
     (golden / "bert-tiny-mean-embed" / "manifest.json").write_text(
-        (golden / "bert-tiny-mean-embed" / "manifest.json").read_text().replace('"recorded": "', '"recorded": "old-'))
+        (golden / "bert-tiny-mean-embed" / "manifest.json")
+        .read_text()
+        .replace('"recorded": "', '"recorded": "old-')
+    )
     before = (golden / "minilm-l6-embed" / "manifest.json").read_text()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/integration/test_matrix.py", "-q", "-p", "no:cacheprovider",
-         "--update-golden", "--golden-dir", str(golden), "--parity-against", "golden", "--runners", "vllm-v1",
-         "-k", "bert-tiny-mean-embed", "--parity-out", str(tmp_path / "run")],
-        capture_output=True, text=True, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/integration/test_matrix.py",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--update-golden",
+            "--golden-dir",
+            str(golden),
+            "--parity-against",
+            "golden",
+            "--runners",
+            "vllm-v1",
+            "-k",
+            "bert-tiny-mean-embed",
+            "--parity-out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     manifest = json.loads((golden / "bert-tiny-mean-embed" / "manifest.json").read_text())
     assert not manifest["recorded"].startswith("old-")
@@ -168,16 +237,27 @@ def test_colpali_preprocessing_fault_fails_the_golden_gate(tmp_path):
 
     case = "colpali-image-wrong-mean-std-fault"
     shutil.copytree(ROOT / "golden" / "colpali-tiny-token-embed", tmp_path / "golden" / case)
-    verify = ["golden", "verify", "--matrix", str(DATA / "colpali-fault.yaml"), "--golden-dir", str(tmp_path / "golden")]
+    verify = [
+        "golden",
+        "verify",
+        "--matrix",
+        str(DATA / "colpali-fault.yaml"),
+        "--golden-dir",
+        str(tmp_path / "golden"),
+    ]
     # as committed, the golden was made with other `hf:` options than the fault case: refused, not compared
     proc = parity(*verify, "--out", str(tmp_path / "refused"))
     [result] = json.loads((tmp_path / "refused" / "report.json").read_text())["results"]
-    assert proc.returncode == 1 and result["status"] == "error" and "hf_options" in result["reason"], result
+    assert (
+        proc.returncode == 1 and result["status"] == "error" and "hf_options" in result["reason"]
+    ), result
     # a golden whose key matches, made from the right preprocessing (a recipe regression that
     # kept its key): the numbers must catch it
     manifest = tmp_path / "golden" / case / "manifest.json"
     m = json.loads(manifest.read_text())
-    m["reference_key"]["hf_options"] = {"image_processor_kwargs": {"image_mean": [0.0, 0.0, 0.0], "image_std": [1.0, 1.0, 1.0]}}
+    m["reference_key"]["hf_options"] = {
+        "image_processor_kwargs": {"image_mean": [0.0, 0.0, 0.0], "image_std": [1.0, 1.0, 1.0]}
+    }
     manifest.write_text(json.dumps(m))
     proc = parity(*verify, "--out", str(tmp_path / "run"))
     assert proc.returncode == 1, proc.stdout + proc.stderr

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from harness.matrix.inputs import input_set
 from harness.models.resolve import resolve
+from harness.run.matrices import load_matrix
 from harness.runners import LoadRequest
 from harness.runners.hf import HFRunner
-from harness.matrix.inputs import input_set
-from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 from tests.integration.offdevice import DEVICE, MixedDevices, OffDevice, left_behind
 
@@ -26,7 +26,13 @@ def _reference_runs():
     """One per distinct (model, recipe, options, task) of the default matrix's HF rows."""
     seen, runs = set(), []
     for case in load_matrix(MATRIX).cases:
-        key = (case.model.model_dump_json(), case.reference, repr(sorted(case.hf.items())), case.task, case.truncate)
+        key = (
+            case.model.model_dump_json(),
+            case.reference,
+            repr(sorted(case.hf.items())),
+            case.task,
+            case.truncate,
+        )
         if "hf" in case.runners and case.variant_of is None and key not in seen:
             seen.add(key)
             runs.append(pytest.param(case, id=case.id))
@@ -35,9 +41,20 @@ def _reference_runs():
 
 def _run_off_device(case, dtype: str = "bfloat16"):
     runner = HFRunner(None)
-    runner.load(LoadRequest(model_dir=str(resolve(case.model, MATRIX.parent).path), dtype=dtype, device=DEVICE,
-                            hf=dict(case.hf), trust_remote_code=case.trust_remote_code))
-    options = {"reference": case.reference, **case.hf, **({"truncate": case.truncate} if case.truncate else {})}
+    runner.load(
+        LoadRequest(
+            model_dir=str(resolve(case.model, MATRIX.parent).path),
+            dtype=dtype,
+            device=DEVICE,
+            hf=dict(case.hf),
+            trust_remote_code=case.trust_remote_code,
+        )
+    )
+    options = {
+        "reference": case.reference,
+        **case.hf,
+        **({"truncate": case.truncate} if case.truncate else {}),
+    }
     items = list(input_set(case.inputs).items)[:3]
     mode = OffDevice()
     with mode:
@@ -74,6 +91,10 @@ def test_a_recipe_that_forgets_to_move_its_model_is_caught(monkeypatch):
 
     case = next(p.values[0] for p in _reference_runs() if p.values[0].task == "reward")
     real = refmodels.load_reference
-    monkeypatch.setattr(refmodels, "load_reference", lambda path, arch, dtype, device="cpu": real(path, arch, dtype, "cpu"))
+    monkeypatch.setattr(
+        refmodels,
+        "load_reference",
+        lambda path, arch, dtype, device="cpu": real(path, arch, dtype, "cpu"),
+    )
     with pytest.raises(MixedDevices):
         _run_off_device(case)

@@ -25,10 +25,29 @@ if any("harness.runners.worker" in a for a in sys.orig_argv):
 """
 
 
-def _run(tmp_path: Path, env: dict, matrix: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+def _run(
+    tmp_path: Path, env: dict, matrix: str, *args: str
+) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "-m", matrix, "--against", "golden",
-                           "--out", str(out), *args], capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "-m",
+            matrix,
+            "--against",
+            "golden",
+            "--out",
+            str(out),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **env},
+    )
     return proc, json.loads((out / "report.json").read_text())
 
 
@@ -36,13 +55,25 @@ def test_a_worker_with_ballast_still_loads_and_is_recycled_past_its_rss_limit(tm
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p),
-           "PARITY_WORKER_RSS_LIMIT_MB": "2048"}
+    env = {
+        "PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p),
+        "PARITY_WORKER_RSS_LIMIT_MB": "2048",
+    }
     # decoders: an encoder-only model has no KV cache, so vLLM never sizes one for it
-    proc, report = _run(tmp_path, env, "matrices/pooling.yaml", "-k", "qwen3-tiny-seq-classify-3", "qwen2-tiny-reward",
-                        "-r", "vllm-v1")
+    proc, report = _run(
+        tmp_path,
+        env,
+        "matrices/pooling.yaml",
+        "-k",
+        "qwen3-tiny-seq-classify-3",
+        "qwen2-tiny-reward",
+        "-r",
+        "vllm-v1",
+    )
     results = report["results"]
-    assert results and all(r["status"] == "pass" for r in results), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert results and all(r["status"] == "pass" for r in results), (
+        proc.stdout[-3000:] + proc.stderr[-3000:]
+    )
     assert proc.returncode == 0
     # the ballast was really there: the worker was far above the limit, and was recycled for it
     (w,) = [w for w in report["workers"] if w["runner"] == "vllm-v1"]
@@ -57,12 +88,22 @@ def test_a_worker_with_ballast_still_loads_and_is_recycled_past_its_rss_limit(tm
 def test_an_engine_refusal_about_memory_names_the_numbers_and_the_knob(tmp_path):
     # a KV cache no node can hold (10 TiB): vLLM refuses it at start (a decoder: an encoder-only
     # model has no KV cache to size)
-    proc, report = _run(tmp_path, {"PARITY_KV_CACHE_MIB": str(10 << 20)}, "matrices/pooling.yaml",
-                        "-k", "qwen3-tiny-lasttoken-embed", "-r", "vllm-v1")
+    proc, report = _run(
+        tmp_path,
+        {"PARITY_KV_CACHE_MIB": str(10 << 20)},
+        "matrices/pooling.yaml",
+        "-k",
+        "qwen3-tiny-lasttoken-embed",
+        "-r",
+        "vllm-v1",
+    )
     assert proc.returncode == 1
     for r in report["results"]:
         assert r["status"] == "error", r
-        assert "engine/model failed to load" in r["reason"] and "less than requested memory for kv" in r["reason"]
+        assert (
+            "engine/model failed to load" in r["reason"]
+            and "less than requested memory for kv" in r["reason"]
+        )
         assert "a resource refusal" in r["reason"] and "PARITY_KV_CACHE_MIB" in r["reason"]
 
 

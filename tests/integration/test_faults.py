@@ -19,22 +19,46 @@ EXPECTED = {
     "exit": ("error", "worker died during case exit (exit code 3)"),
     "oom": ("error", "killed by SIGKILL (killed: out of memory?)"),
     "hang": ("error", "timed out after 5 s during case hang; killed"),
-    "fail-load": ("error", "engine/model failed to load: RuntimeError: engine refused to start (fake)"),
+    "fail-load": (
+        "error",
+        "engine/model failed to load: RuntimeError: engine refused to start (fake)",
+    ),
     "raise": ("error", "runner raised ValueError: fake runner raised on purpose"),
     "nan": ("fail", "NaN in runner output at item 0"),
     "inf": ("fail", "Inf in runner output at item 1"),
     "short": ("fail", "wrong count: 23 outputs for 24 inputs"),
     "wrong-shape": ("fail", "shape mismatch at item 0: reference [64], runner [8]"),
-    "model-missing-offline": ("skip", "parity-harness/not-in-any-cache is not in the Hugging Face cache"),
-    "crash-log-mentions-known-skip": ("error", "worker died during case crash-log-mentions-known-skip (killed by SIGABRT)"),
+    "model-missing-offline": (
+        "skip",
+        "parity-harness/not-in-any-cache is not in the Hugging Face cache",
+    ),
+    "crash-log-mentions-known-skip": (
+        "error",
+        "worker died during case crash-log-mentions-known-skip (killed by SIGABRT)",
+    ),
 }
 
 
 @pytest.fixture(scope="module")
 def fault_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("worker-faults")
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--matrix", str(DATA / "worker-faults.yaml"),
-                           "--case-timeout", "5", "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--matrix",
+            str(DATA / "worker-faults.yaml"),
+            "--case-timeout",
+            "5",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     return proc, out, json.loads((out / "report.json").read_text())
 
 
@@ -68,25 +92,73 @@ def test_corrupt_golden_is_an_error_not_a_comparison(tmp_path):
     shutil.copytree(ROOT / "golden" / "bert-tiny-mean-embed", golden / "bert-tiny-mean-embed")
     arrays = next((golden / "bert-tiny-mean-embed").glob("reference-*.safetensors"))
     arrays.write_bytes(arrays.read_bytes()[:100])  # truncated
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "-m", "matrices/ci.yaml", "-k",
-                           "bert-tiny-mean-embed", "--runners", "vllm-v1", "--against", "golden",
-                           "--golden-dir", str(golden), "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "-m",
+            "matrices/ci.yaml",
+            "-k",
+            "bert-tiny-mean-embed",
+            "--runners",
+            "vllm-v1",
+            "--against",
+            "golden",
+            "--golden-dir",
+            str(golden),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 1
     results = json.loads((tmp_path / "run" / "report.json").read_text())["results"]
-    assert {r["case_id"] for r in results} >= {"bert-tiny-mean-embed", "bert-tiny-mean-embed@shuffle"}
+    assert {r["case_id"] for r in results} >= {
+        "bert-tiny-mean-embed",
+        "bert-tiny-mean-embed@shuffle",
+    }
     for res in results:  # the base case and its derived check cases, all held to the same golden
-        assert res["status"] == "error" and "golden corrupt" in res["reason"] and "sha256" in res["reason"]
+        assert (
+            res["status"] == "error"
+            and "golden corrupt" in res["reason"]
+            and "sha256" in res["reason"]
+        )
 
 
 def test_ctrl_c_keeps_results_and_writes_a_partial_report(tmp_path):
     # cases run in id order: `crash` completes (as an error) before `hang` blocks
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--matrix", str(DATA / "worker-faults.yaml"),
-                             "-k", "crash", "hang", "--jobs", "1", "--case-timeout", "300", "--out", str(tmp_path)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--matrix",
+            str(DATA / "worker-faults.yaml"),
+            "-k",
+            "crash",
+            "hang",
+            "--jobs",
+            "1",
+            "--case-timeout",
+            "300",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     log = tmp_path / "logs" / "fake.log"
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not (log.exists() and log.read_text().count("===== start") >= 2):
+    while time.monotonic() < deadline and not (
+        log.exists() and log.read_text().count("===== start") >= 2
+    ):
         time.sleep(0.5)
     time.sleep(3)  # the restarted fake worker is now inside the hanging case
     os.kill(proc.pid, signal.SIGINT)
@@ -95,6 +167,8 @@ def test_ctrl_c_keeps_results_and_writes_a_partial_report(tmp_path):
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["partial"] and "interrupted" in report["partial_reason"]
     by_id = {r["case_id"]: r for r in report["results"]}
-    assert "killed by SIGABRT" in by_id["crash"]["reason"]  # the result obtained before Ctrl-C is kept
+    assert (
+        "killed by SIGABRT" in by_id["crash"]["reason"]
+    )  # the result obtained before Ctrl-C is kept
     assert by_id["hang"]["status"] == "error"
     assert "PARTIAL" in (tmp_path / "report.md").read_text()

@@ -12,12 +12,12 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
+from harness.matrix.inputs import input_set
 from harness.models.resolve import resolve
+from harness.run.matrices import load_matrix
 from harness.runners import LoadRequest
 from harness.runners.outputs import load_items
 from harness.runners.pool import Worker
-from harness.matrix.inputs import input_set
-from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 
 MATRIX = ROOT / "matrices" / "pooling.yaml"
@@ -28,8 +28,13 @@ def _run_in_one_worker(case, order: list[int | None], tmp_path, tag: str) -> lis
     """Load the case's model once in a fresh HF worker, then run its inputs with each truncation
     of `order` in turn (None: no truncation); the outputs of each run."""
     worker = Worker("hf", {}, tmp_path / f"{tag}.log", threads=1)
-    req = LoadRequest(model_dir=str(resolve(case.model, MATRIX.parent).path), dtype="float32",
-                      device="cpu", hf=dict(case.hf), trust_remote_code=case.trust_remote_code)
+    req = LoadRequest(
+        model_dir=str(resolve(case.model, MATRIX.parent).path),
+        dtype="float32",
+        device="cpu",
+        hf=dict(case.hf),
+        trust_remote_code=case.trust_remote_code,
+    )
     items = list(input_set(case.inputs).items)[:4]
     outs = []
     try:
@@ -39,8 +44,13 @@ def _run_in_one_worker(case, order: list[int | None], tmp_path, tag: str) -> lis
             if truncate:
                 options["truncate"] = truncate
             path = tmp_path / f"{tag}-{i}.safetensors"
-            msg = {"op": "run", "task": case.task, "items": items, "options": options,
-                   "out": str(path)}
+            msg = {
+                "op": "run",
+                "task": case.task,
+                "items": items,
+                "options": options,
+                "out": str(path),
+            }
             ans = worker.request(msg, 600, "run")
             assert ans["ok"], ans.get("error")
             outs.append(load_items(path)[0])

@@ -12,9 +12,9 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from harness.models.resolve import resolve
+from harness.run.matrices import load_matrix
 from harness.runners import LoadRequest
 from harness.runners.hf import HFRunner
-from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 
 MATRIX = ROOT / "matrices" / "serve.yaml"
@@ -41,8 +41,9 @@ def test_the_cut_is_sentence_transformers_truncate_dim(runner, model_dir, normal
     options = {"dimensions": 16, **({"normalize_embeddings": True} if normalize else {})}
     ours = np.stack(runner.run("embed", TEXTS, options))
     st = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
-    theirs = st.encode(TEXTS, truncate_dim=16, normalize_embeddings=normalize,
-                       convert_to_numpy=True)
+    theirs = st.encode(
+        TEXTS, truncate_dim=16, normalize_embeddings=normalize, convert_to_numpy=True
+    )
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-7)
     norms = np.linalg.norm(ours, axis=-1)
     # the model normalises its 64 values: the first 16 alone are shorter unless normalised again

@@ -14,7 +14,9 @@ DATA = Path(__file__).parent / "data"
 
 
 def parity(*args):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=ROOT
+    )
 
 
 def test_minilm_scores_match_across_runners_and_stored_expected(tmp_path):
@@ -32,12 +34,22 @@ def test_minilm_scores_match_across_runners_and_stored_expected(tmp_path):
     assert "<svg" in (tmp_path / "mteb.html").read_text()
     # mteb's own result layout, one folder per runner
     results = tmp_path / "mteb" / "results" / "sentence-transformers__all-MiniLM-L6-v2"
-    assert (results / "vllm-v1" / "ParitySTS.json").exists() and (results / "hf" / "ParitySTS.json").exists()
+    assert (results / "vllm-v1" / "ParitySTS.json").exists() and (
+        results / "hf" / "ParitySTS.json"
+    ).exists()
 
 
 def test_cls_pooling_fault_moves_the_score_outside_tolerance(tmp_path):
-    proc = parity("mteb", "--matrix", str(DATA / "mteb-fault.yaml"), "--golden-dir", str(tmp_path / "golden"),
-                  "--record-expected", "--out", str(tmp_path / "run"))
+    proc = parity(
+        "mteb",
+        "--matrix",
+        str(DATA / "mteb-fault.yaml"),
+        "--golden-dir",
+        str(tmp_path / "golden"),
+        "--record-expected",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     (bad,) = [r for r in report["results"] if r["runner"] == "vllm-v1"]

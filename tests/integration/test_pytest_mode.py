@@ -19,18 +19,50 @@ def test_matrix_only_items_grouped_per_model_with_reports(tmp_path):
     out = tmp_path / "parity"
     junit = tmp_path / "pytest-junit.xml"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--pyargs", "harness.matrix_tests", "--matrix", "matrices/ci.yaml",
-         "--runners", "vllm-v1", "--parity-against", "golden", "--parity-out", str(out), "-n", "2",
-         "--dist", "loadgroup", "-k", " or ".join(CASES), f"--junitxml={junit}", "-p", "no:cacheprovider", "-q"],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "harness.matrix_tests",
+            "--matrix",
+            "matrices/ci.yaml",
+            "--runners",
+            "vllm-v1",
+            "--parity-against",
+            "golden",
+            "--parity-out",
+            str(out),
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "-k",
+            " or ".join(CASES),
+            f"--junitxml={junit}",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
     # one item per (case, runner), the derived `<id>@<check>` cases included; nothing else
-    cases = [c for c in expand_checks(load_matrix(ROOT / "matrices" / "ci.yaml").cases)
-             if c.id.split("@")[0] in CASES]
+    cases = [
+        c
+        for c in expand_checks(load_matrix(ROOT / "matrices" / "ci.yaml").cases)
+        if c.id.split("@")[0] in CASES
+    ]
     expected = {f"{c.id}:vllm-v1" for c in cases}
-    cases_run = {tc.get("name").split("[", 1)[1].split("]", 1)[0]
-                 for tc in ET.parse(junit).getroot().iter("testcase")}
+    cases_run = {
+        tc.get("name").split("[", 1)[1].split("]", 1)[0]
+        for tc in ET.parse(junit).getroot().iter("testcase")
+    }
     assert cases_run == expected and any("@" in c for c in cases_run)
     # the metrics ride along in pytest's own JUnit
     props = {p.get("name") for p in ET.parse(junit).getroot().iter("property")}
@@ -41,7 +73,9 @@ def test_matrix_only_items_grouped_per_model_with_reports(tmp_path):
     owner: dict[str, set[str]] = {}
     for part in parts:
         for log in part.rglob("logs/vllm-v1*.log"):
-            owner.setdefault(log.parts[len(out.parts) + 1], set()).add(part.name)  # group folder -> workers
+            owner.setdefault(log.parts[len(out.parts) + 1], set()).add(
+                part.name
+            )  # group folder -> workers
     groups = {f"parity-{model_group(c)}" for c in cases}
     assert set(owner) == groups and all(len(w) == 1 for w in owner.values()), owner
     assert len({w for ws in owner.values() for w in ws}) == 2  # the two models went to two workers

@@ -24,9 +24,26 @@ DATA = Path(__file__).parent / "data"
 @pytest.fixture(scope="module")
 def serve_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("serve")
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "-m", str(DATA / "serve-faults.yaml"),
-                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=1200)
-    return proc, {(r["case_id"], r["runner"]): r for r in json.loads((out / "report.json").read_text())["results"]}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "-m",
+            str(DATA / "serve-faults.yaml"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1200,
+    )
+    return proc, {
+        (r["case_id"], r["runner"]): r
+        for r in json.loads((out / "report.json").read_text())["results"]
+    }
 
 
 @pytest.mark.parametrize("case", ["srv-embed", "srv-embed-base64"])
@@ -36,14 +53,19 @@ def test_server_answers_match_hf_on_both_runners(serve_run, case, runner, actual
     r = results[(case, runner)]
     assert r["status"] == "pass", r["reason"] + proc.stderr[-2000:]
     assert r["actual_runner"] == actual and "server log" in r["info"]["runner_evidence"]
-    assert r["checks"]["token_ids"] == "token ids equal for 24 of 24 items"  # from the server's /tokenize
+    assert (
+        r["checks"]["token_ids"] == "token ids equal for 24 of 24 items"
+    )  # from the server's /tokenize
     assert r["info"]["server"]["url"].startswith("http://127.0.0.1:")
 
 
 def test_one_server_serves_every_case_of_its_model(serve_run):
     _, results = serve_run
     for runner in ("vllm-serve-v1", "vllm-serve-v2"):
-        assert results[("srv-embed", runner)]["info"]["server"]["pid"] == results[("srv-embed-base64", runner)]["info"]["server"]["pid"]
+        assert (
+            results[("srv-embed", runner)]["info"]["server"]["pid"]
+            == results[("srv-embed-base64", runner)]["info"]["server"]["pid"]
+        )
 
 
 def test_a_server_that_cannot_start_is_an_error_with_its_log(serve_run):
@@ -61,23 +83,36 @@ def test_no_server_process_outlives_the_run(serve_run):
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    leftover = subprocess.run(["pgrep", "-f", "parity-serve-.*|vllm.entrypoints.openai.api_server --model .*bertmodel"],
-                              capture_output=True, text=True).stdout.split()
+    leftover = subprocess.run(
+        ["pgrep", "-f", "parity-serve-.*|vllm.entrypoints.openai.api_server --model .*bertmodel"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     assert not [p for p in leftover if int(p) != os.getpid()], leftover
 
 
 def test_a_request_that_times_out_and_an_http_error_each_get_their_verdict(serve_run):
     _, results = serve_run
     timeout = results[("srv-request-timeout", "vllm-serve-v1")]
-    assert timeout["status"] == "error" and "timed out after 0.001 s" in timeout["reason"], timeout["reason"]
+    assert timeout["status"] == "error" and "timed out after 0.001 s" in timeout["reason"], timeout[
+        "reason"
+    ]
     refused = results[("srv-unsupported-task-4xx", "vllm-serve-v1")]
-    assert refused["status"] == "error" and "HTTP 4" in refused["reason"] and "/classify" in refused["reason"], refused["reason"]
+    assert (
+        refused["status"] == "error"
+        and "HTTP 4" in refused["reason"]
+        and "/classify" in refused["reason"]
+    ), refused["reason"]
     # the server that answered them kept serving the other cases of its model
     assert results[("srv-embed", "vllm-serve-v1")]["status"] == "pass"
-    assert timeout["info"]["server"]["pid"] == results[("srv-embed", "vllm-serve-v1")]["info"]["server"]["pid"]
+    assert (
+        timeout["info"]["server"]["pid"]
+        == results[("srv-embed", "vllm-serve-v1")]["info"]["server"]["pid"]
+    )
 
 
 # --- one real server driven directly (no worker): a taken port, a server killed mid-case, a restart ---
+
 
 class _KillServerAfter(httpx.AsyncBaseTransport):
     """The real transport; on the n-th request it SIGKILLs the server first (a crash mid-case)."""
@@ -97,12 +132,17 @@ class _KillServerAfter(httpx.AsyncBaseTransport):
 
 @pytest.fixture(scope="module")
 def live_server():
+    from harness.matrix.schema import SyntheticModel
     from harness.models.resolve import resolve
     from harness.runners import LoadRequest, serve
     from harness.runners.platform import Platform
-    from harness.matrix.schema import SyntheticModel
 
-    model = resolve(SyntheticModel(source="synthetic", arch="BertModel", seed=0, pooling="mean", normalize=True), ROOT)
+    model = resolve(
+        SyntheticModel(
+            source="synthetic", arch="BertModel", seed=0, pooling="mean", normalize=True
+        ),
+        ROOT,
+    )
     env = Platform("cpu").worker_env("vllm-serve-v1")
     saved = {k: os.environ.get(k) for k in env}
     for k, v in env.items():
@@ -128,7 +168,11 @@ def live_server():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
-TEXTS = ["a cat sat on the mat", "the river runs past the old mill", "tiny models answer in milliseconds"] * 8
+TEXTS = [
+    "a cat sat on the mat",
+    "the river runs past the old mill",
+    "tiny models answer in milliseconds",
+] * 8
 
 
 def _server_pids(runner) -> list[int]:
@@ -161,12 +205,18 @@ def test_a_server_killed_mid_case_errors_that_case_and_the_next_case_restarts_it
     assert runner.restarts == 1 and runner.proc.pid not in killed
     assert all(np.array_equal(a, b) for a, b in zip(before, after))
     for pid in killed:  # the killed server's engine core went with the restart
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, (
+            pid
+        )
 
 
 def test_no_process_of_the_live_server_outlives_unload(live_server):
     runner, _, _, pids = live_server
     pids += _server_pids(runner)
     runner.unload()
-    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    alive = [
+        p
+        for p in pids
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
     assert pids and not alive, alive

@@ -24,8 +24,12 @@ SEEDED = "return F.normalize(pooled_data, p=1, dim=-1)"  # the seeded bug: L1 in
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +44,11 @@ def checkout(tmp_path_factory) -> Path:
     if RIGHT not in (site.parent / POOLER).read_text():
         pytest.skip(f"this vLLM's {POOLER} has no `{RIGHT}` to seed a bug into")
     root = tmp_path_factory.mktemp("vllm-checkout")
-    shutil.copytree(site, root / "vllm", ignore=shutil.ignore_patterns("*.so", "*.so.*", "__pycache__",
-                                                                       "_version.py"))
+    shutil.copytree(
+        site,
+        root / "vllm",
+        ignore=shutil.ignore_patterns("*.so", "*.so.*", "__pycache__", "_version.py"),
+    )
     _git(root, "init", "-q")
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "the release's Python files")
@@ -71,27 +78,60 @@ def engines(tmp_path_factory) -> Path:
 def gate(checkout: Path, engines: Path, out: Path) -> tuple[subprocess.CompletedProcess, dict]:
     import vllm
 
-    env = {**os.environ, "PARITY_VLLM": str(checkout), "PARITY_ENGINES": str(engines),
-           "PARITY_VLLM_BASE": vllm.__version__, "PARITY_PYTHON": sys.executable,
-           "PATH": f"{Path(sys.prefix) / 'bin'}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "PARITY_VLLM": str(checkout),
+        "PARITY_ENGINES": str(engines),
+        "PARITY_VLLM_BASE": vllm.__version__,
+        "PARITY_PYTHON": sys.executable,
+        "PATH": f"{Path(sys.prefix) / 'bin'}:{os.environ['PATH']}",
+    }
     env.pop("PYTHONPATH", None)  # the gate puts the overlay, then the harness, on it
-    proc = subprocess.run([str(ROOT / "ci" / "parity-gate"), "--matrix", "matrices/ci.yaml", "--out", str(out),
-                           "--", "-k", *CASES, "-r", "vllm-v1", "vllm-v2"],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
-    report = json.loads((out / "report.json").read_text()) if (out / "report.json").is_file() else {}
+    proc = subprocess.run(
+        [
+            str(ROOT / "ci" / "parity-gate"),
+            "--matrix",
+            "matrices/ci.yaml",
+            "--out",
+            str(out),
+            "--",
+            "-k",
+            *CASES,
+            "-r",
+            "vllm-v1",
+            "vllm-v2",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    report = (
+        json.loads((out / "report.json").read_text()) if (out / "report.json").is_file() else {}
+    )
     return proc, report
 
 
-def test_seeded_bug_in_a_checkout_turns_its_rows_red_and_the_clean_tree_passes(checkout, engines, tmp_path):
+def test_seeded_bug_in_a_checkout_turns_its_rows_red_and_the_clean_tree_passes(
+    checkout, engines, tmp_path
+):
     commit = _git(checkout, "rev-parse", "HEAD")
     clean, report = gate(checkout, engines, tmp_path / "clean")
     assert clean.returncode == 0, clean.stdout[-3000:] + clean.stderr[-3000:]
     assert report["results"] and all(r["status"] == "pass" for r in report["results"])
     (under,) = report["vllm_under_test"]
-    assert under["kind"] == "checkout" and under["checkout"] == {"path": str(checkout), "commit": commit,
-                                                                 "dirty": False}
-    assert under["location"].startswith(str(engines / "overlays"))  # the checkout's files, not the release's
-    assert f"from checkout {checkout} @ {commit[:12]}, clean tree" in (tmp_path / "clean" / "report.md").read_text()
+    assert under["kind"] == "checkout" and under["checkout"] == {
+        "path": str(checkout),
+        "commit": commit,
+        "dirty": False,
+    }
+    assert under["location"].startswith(
+        str(engines / "overlays")
+    )  # the checkout's files, not the release's
+    assert (
+        f"from checkout {checkout} @ {commit[:12]}, clean tree"
+        in (tmp_path / "clean" / "report.md").read_text()
+    )
 
     pooler = checkout / POOLER
     pooler.write_text(pooler.read_text().replace(RIGHT, SEEDED))
@@ -107,4 +147,6 @@ def test_seeded_bug_in_a_checkout_turns_its_rows_red_and_the_clean_tree_passes(c
     other = [r for (case, _), r in status.items() if not case.startswith("bert-tiny-mean-embed")]
     assert {r["runner"] for r in embed} == {"vllm-v1", "vllm-v2"}
     assert all(r["status"] == "fail" and "max_abs" in r["reason"] for r in embed), embed
-    assert other and all(r["status"] == "pass" for r in other), other  # a pooler bug, not a broken run
+    assert other and all(r["status"] == "pass" for r in other), (
+        other
+    )  # a pooler bug, not a broken run

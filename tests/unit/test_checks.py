@@ -6,16 +6,29 @@ from tests.unit.test_compare import make_case
 
 
 def test_each_check_becomes_a_derived_case_on_the_vllm_runners():
-    base = make_case(runners=["hf", "vllm-v1", "vllm-v2", "vllm-auto"], checks=["shuffle", "chunked_prefill"],
-                     engine={"max_model_len": 64})
+    base = make_case(
+        runners=["hf", "vllm-v1", "vllm-v2", "vllm-auto"],
+        checks=["shuffle", "chunked_prefill"],
+        engine={"max_model_len": 64},
+    )
     out = expand_checks([base], seed=7)
     assert [c.id for c in out] == ["c", "c@shuffle", "c@chunked_prefill"]
     shuffle, chunked = out[1], out[2]
     assert shuffle.runners == ["vllm-v1", "vllm-v2"] and shuffle.variant_of == "c"
     assert shuffle.run_options == {"shuffle_seed": 7}
-    assert chunked.engine == {"max_model_len": 64, "enable_chunked_prefill": True, "max_num_batched_tokens": 16,
-                              "max_num_seqs": 16}
-    assert set(CHECKS) >= {"shuffle", "one_by_one", "prefix_cache", "no_prefix_cache", "no_chunked_prefill"}
+    assert chunked.engine == {
+        "max_model_len": 64,
+        "enable_chunked_prefill": True,
+        "max_num_batched_tokens": 16,
+        "max_num_seqs": 16,
+    }
+    assert set(CHECKS) >= {
+        "shuffle",
+        "one_by_one",
+        "prefix_cache",
+        "no_prefix_cache",
+        "no_chunked_prefill",
+    }
 
 
 def test_run_with_options_restores_order_and_counts_calls():
@@ -44,8 +57,8 @@ def test_a_runner_that_loses_an_item_is_not_hidden_by_reordering():
 def test_matrix_rejects_internal_keys_and_at_in_ids(write_matrix):
     import pytest
 
-    from harness.run.matrices import load_matrix
     from harness.matrix.schema import MatrixError
+    from harness.run.matrices import load_matrix
     from tests.unit.test_matrix import BASE
 
     with pytest.raises(MatrixError, match="'variant_of' is set by the harness"):
@@ -54,16 +67,20 @@ def test_matrix_rejects_internal_keys_and_at_in_ids(write_matrix):
         load_matrix(write_matrix(BASE.replace("id: one", "id: one@shuffle")))
 
 
-@pytest.mark.parametrize("runners, check, fits", [
-    ("[hf, vllm-auto]", "shuffle", "vllm-v1, vllm-v2"),
-    ("[hf, vllm-v1]", "concurrent", "vllm-serve-v1, vllm-serve-v2, vllm-serve-auto"),
-    ("[hf, vllm-serve-v1]", "chunked_prefill", "vllm-v1, vllm-v2"),
-])
-def test_a_check_that_fits_none_of_the_case_runners_is_a_matrix_error(write_matrix, capsys,
-                                                                      runners, check, fits):
+@pytest.mark.parametrize(
+    "runners, check, fits",
+    [
+        ("[hf, vllm-auto]", "shuffle", "vllm-v1, vllm-v2"),
+        ("[hf, vllm-v1]", "concurrent", "vllm-serve-v1, vllm-serve-v2, vllm-serve-auto"),
+        ("[hf, vllm-serve-v1]", "chunked_prefill", "vllm-v1, vllm-v2"),
+    ],
+)
+def test_a_check_that_fits_none_of_the_case_runners_is_a_matrix_error(
+    write_matrix, capsys, runners, check, fits
+):
     from harness.cli import main
-    from harness.run.matrices import load_matrix
     from harness.matrix.schema import MatrixError
+    from harness.run.matrices import load_matrix
     from tests.unit.test_matrix import BASE
 
     text = BASE.replace("runners: [hf, vllm-v1]", f"runners: {runners}")
@@ -90,7 +107,9 @@ def test_an_including_matrix_that_selects_away_a_misfit_case_loads(write_matrix)
     from tests.unit.test_matrix import BASE
 
     write_matrix(BASE + "    checks: [shuffle]\n", name="base.yaml")
-    top = ("include: [base.yaml]\nselect: [two]\ndefaults:\n  runners: [hf, vllm-serve-v1]\n"
-           "cases:\n  - {id: two, family: bert-embed,\n"
-           "     model: {source: synthetic, arch: BertModel, pooling: mean}}\n")
+    top = (
+        "include: [base.yaml]\nselect: [two]\ndefaults:\n  runners: [hf, vllm-serve-v1]\n"
+        "cases:\n  - {id: two, family: bert-embed,\n"
+        "     model: {source: synthetic, arch: BertModel, pooling: mean}}\n"
+    )
     assert [c.id for c in load_matrix(write_matrix(top)).cases] == ["two"]

@@ -19,7 +19,9 @@ def _scripts_of_github(doc) -> list[str]:
 
 
 def _scripts_of_buildkite(doc) -> list[str]:
-    return [step["command"] for step in doc["steps"] if isinstance(step, dict) and "command" in step]
+    return [
+        step["command"] for step in doc["steps"] if isinstance(step, dict) and "command" in step
+    ]
 
 
 def _commands(script: str) -> list[list[str]]:
@@ -37,16 +39,23 @@ def _parity_subcommands() -> set[str]:
     return set(sub.choices)
 
 
-@pytest.mark.parametrize("name, scripts", [("github-actions.yml", _scripts_of_github),
-                                           ("buildkite.yml", _scripts_of_buildkite)])
+@pytest.mark.parametrize(
+    "name, scripts",
+    [("github-actions.yml", _scripts_of_github), ("buildkite.yml", _scripts_of_buildkite)],
+)
 def test_pipeline_examples_parse_and_call_existing_commands(name, scripts):
     doc = yaml.safe_load((CI / name).read_text())
     cmds = [c for s in scripts(doc) for c in _commands(s)]
     assert any(c[0] == "ci/parity-gate" for c in cmds), "the example must call the gate"
-    assert any(c[:3] == ["parity", "report", "merge"] for c in cmds), "the example must merge shards"
-    assert any(c[:2] == ["parity", "select"] and "--vllm-diff" in c for c in cmds), \
+    assert any(c[:3] == ["parity", "report", "merge"] for c in cmds), (
+        "the example must merge shards"
+    )
+    assert any(c[:2] == ["parity", "select"] and "--vllm-diff" in c for c in cmds), (
         "the example must show how to gate a vLLM change"
-    assert any(c[:3] == ["parity", "report", "diff"] for c in cmds), "the example must diff against the base branch"
+    )
+    assert any(c[:3] == ["parity", "report", "diff"] for c in cmds), (
+        "the example must diff against the base branch"
+    )
     parser = build_parser()
     for c in cmds:
         if c[0] == "parity":
@@ -57,17 +66,26 @@ def test_pipeline_examples_parse_and_call_existing_commands(name, scripts):
             assert (ROOT / c[0]).is_file() and os.access(ROOT / c[0], os.X_OK)
             flags = [a for a in c[1:] if a.startswith("--")]
             # `--` passes what follows to `parity run`
-            own = flags[:flags.index("--")] if "--" in flags else flags
-            assert set(own) <= {"--shard", "--out", "--matrix", "--against", "--vllm-diff", "--vllm-repo"}, flags
+            own = flags[: flags.index("--")] if "--" in flags else flags
+            assert set(own) <= {
+                "--shard",
+                "--out",
+                "--matrix",
+                "--against",
+                "--vllm-diff",
+                "--vllm-repo",
+            }, flags
             if "--" in c:
-                parser.parse_args(["run", *c[c.index("--") + 1:]])
+                parser.parse_args(["run", *c[c.index("--") + 1 :]])
 
 
 def test_gate_exit_codes(tmp_path):
     gate = str(CI / "parity-gate")
     assert subprocess.run([gate, "--help"], capture_output=True).returncode == 0
     assert subprocess.run([gate, "--bogus"], capture_output=True).returncode == 2
-    no_parity = subprocess.run([gate], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    no_parity = subprocess.run(
+        [gate], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}
+    )
     assert no_parity.returncode == 3 and "not on PATH" in no_parity.stderr
 
 
@@ -75,13 +93,19 @@ def _nox_sessions() -> set[str]:
     import ast
 
     tree = ast.parse((ROOT / "noxfile.py").read_text())
-    return {f.name for f in tree.body if isinstance(f, ast.FunctionDef)
-            and any("session" in ast.unparse(d) for d in f.decorator_list)}
+    return {
+        f.name
+        for f in tree.body
+        if isinstance(f, ast.FunctionDef)
+        and any("session" in ast.unparse(d) for d in f.decorator_list)
+    }
 
 
 def test_gpu_check_runs_existing_sessions_on_existing_matrices():
     script = str(CI / "gpu-check")
-    dry = subprocess.run([script, "--dry-run", "--mteb", "--out", "x"], capture_output=True, text=True)
+    dry = subprocess.run(
+        [script, "--dry-run", "--mteb", "--out", "x"], capture_output=True, text=True
+    )
     assert dry.returncode == 0, dry.stderr
     phases = re.findall(r"=== gpu-check: (\w+): (.*)", dry.stdout)
     assert [p for p, _ in phases] == ["install", "default", "hub", "mteb"]
@@ -91,7 +115,7 @@ def test_gpu_check_runs_existing_sessions_on_existing_matrices():
         argv = argv[2:] if argv[0] == "env" else argv  # env PARITY_ENFORCE_EAGER=1 nox ...
         assert argv[:2] == ["nox", "-s"] and argv[2] in _nox_sessions(), cmd
         if "--" in argv:
-            args = argv[argv.index("--") + 1:]
+            args = argv[argv.index("--") + 1 :]
             assert (ROOT / args[args.index("--matrix") + 1]).is_file()
             parser.parse_args([argv[2] if argv[2] == "mteb" else "run", *args])
     assert subprocess.run([script, "--bogus"], capture_output=True).returncode == 2
@@ -101,6 +125,10 @@ def test_gpu_check_refuses_a_machine_without_a_gpu(tmp_path):
     fake = tmp_path / "nvidia-smi"  # a driver tool that finds no card, whatever this host has
     fake.write_text("#!/bin/sh\nexit 9\n")
     fake.chmod(0o755)
-    res = subprocess.run([str(CI / "gpu-check")], capture_output=True, text=True,
-                         env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    res = subprocess.run(
+        [str(CI / "gpu-check")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"},
+    )
     assert res.returncode == 3 and "no NVIDIA GPU visible" in res.stderr

@@ -9,8 +9,15 @@ TOL = Tolerance(cosine_distance=1e-6, max_abs=1e-5)
 
 
 def make_case(**kw) -> Case:
-    base = dict(id="c", family="f", task="embed", model={"source": "local", "path": "x"}, inputs="short-texts",
-                runners=["hf", "vllm-v1"], tolerances={"float32": TOL.model_dump()})
+    base = dict(
+        id="c",
+        family="f",
+        task="embed",
+        model={"source": "local", "path": "x"},
+        inputs="short-texts",
+        runners=["hf", "vllm-v1"],
+        tolerances={"float32": TOL.model_dump()},
+    )
     return Case.model_validate({**base, **kw})
 
 
@@ -21,7 +28,15 @@ def vecs(n=4, d=8, seed=0):
 
 def test_identical_outputs_pass_with_zero_metrics():
     ref = vecs()
-    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, [a.copy() for a in ref], tuple("abcd"))
+    v = compare(
+        make_case(),
+        "vllm-v1",
+        TOL,
+        ("cosine_distance", "max_abs"),
+        ref,
+        [a.copy() for a in ref],
+        tuple("abcd"),
+    )
     assert v.status == "pass"
     assert [(m.name, m.value) for m in v.metrics] == [("cosine_distance", 0.0), ("max_abs", 0.0)]
 
@@ -29,9 +44,16 @@ def test_identical_outputs_pass_with_zero_metrics():
 def test_tiny_noise_passes_and_bigger_noise_fails_naming_metric():
     ref = vecs()
     small = [a + np.float32(1e-7) for a in ref]
-    assert compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, small, tuple("abcd")).status == "pass"
+    assert (
+        compare(
+            make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, small, tuple("abcd")
+        ).status
+        == "pass"
+    )
     big = [a + np.float32(1e-3) for a in ref]
-    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, big, tuple("abcd"))
+    v = compare(
+        make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, big, tuple("abcd")
+    )
     assert v.status == "fail" and "max_abs 0.001 > 1e-05" in v.reason
 
 
@@ -56,28 +78,42 @@ def test_rank_disagreement_counts_groups():
     assert rank_disagreement(ref, swapped, items) == 0.5
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda g: g[:-1], "wrong count: 3 outputs for 4 inputs"),
-    (lambda g: [g[0][:4], *g[1:]], "shape mismatch at item 0: reference [8], runner [4]"),
-    (lambda g: [np.full_like(g[0], np.nan), *g[1:]], "NaN in runner output at item 0"),
-    (lambda g: [g[0], np.full_like(g[1], np.inf), *g[2:]], "Inf in runner output at item 1"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda g: g[:-1], "wrong count: 3 outputs for 4 inputs"),
+        (lambda g: [g[0][:4], *g[1:]], "shape mismatch at item 0: reference [8], runner [4]"),
+        (lambda g: [np.full_like(g[0], np.nan), *g[1:]], "NaN in runner output at item 0"),
+        (lambda g: [g[0], np.full_like(g[1], np.inf), *g[2:]], "Inf in runner output at item 1"),
+    ],
+)
 def test_structural_faults_fail_with_their_own_message(mutate, message):
     ref = vecs()
-    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, mutate([a.copy() for a in ref]), tuple("abcd"))
+    v = compare(
+        make_case(),
+        "vllm-v1",
+        TOL,
+        ("cosine_distance", "max_abs"),
+        ref,
+        mutate([a.copy() for a in ref]),
+        tuple("abcd"),
+    )
     assert v.status == "fail" and v.reason == message
 
 
 def test_degenerate_reference_is_an_error_not_a_pass():
     same = [np.full(8, 0.5, np.float32) + np.float32(1e-6 * i) for i in range(4)]
     assert degenerate_reference(same) is not None
-    v = compare(make_case(), "vllm-v1", TOL, ("max_abs",), same, [a.copy() for a in same], tuple("abcd"))
+    v = compare(
+        make_case(), "vllm-v1", TOL, ("max_abs",), same, [a.copy() for a in same], tuple("abcd")
+    )
     assert v.status == "error" and "do not vary across inputs" in v.reason
     assert degenerate_reference(vecs()) is None
 
 
 def test_nan_metric_never_passes():
     from harness.judge.verdict import Metric
+
     assert not Metric("max_abs", float("nan"), 1.0).ok
     assert Metric("max_abs", 0.5, None).ok
 
@@ -110,17 +146,24 @@ def test_token_ids_must_be_equal_and_the_first_difference_is_named():
     bad = [list(x) for x in ids]
     bad[1] = [2, 12, 999, 3]
     m = measure(TOL, ("cosine_distance", "max_abs"), ref, same, ITEMS4, ids, bad)
-    assert m.problem == ("token ids differ at item 1, position 2: reference 3, runner 999 (lengths 3 and 4; "
-                         "input 'b')")
+    assert m.problem == (
+        "token ids differ at item 1, position 2: reference 3, runner 999 (lengths 3 and 4; "
+        "input 'b')"
+    )
     # a lost trailing EOS
     short = [list(x) for x in ids]
     short[3] = [2, 14, 15]
-    assert "position 3: reference 3, runner (end)" in measure(TOL, ("max_abs",), ref, same, ITEMS4, ids, short).problem
+    assert (
+        "position 3: reference 3, runner (end)"
+        in measure(TOL, ("max_abs",), ref, same, ITEMS4, ids, short).problem
+    )
     # the runner recorded ids the reference did not (e.g. a golden without them): the check was
     # expected and could not run, an error naming the reference, never a note
     m = measure(TOL, ("max_abs",), ref, same, ITEMS4, None, ids)
-    assert ("the reference recorded none, so the token-id and usage checks could not run"
-            in m.reference_problem)
+    assert (
+        "the reference recorded none, so the token-id and usage checks could not run"
+        in m.reference_problem
+    )
     # a runner that records none: the report says so
     m = measure(TOL, ("max_abs",), ref, same, ITEMS4, ids, None)
     assert m.problem is None and "the runner recorded none" in m.notes["token_ids"]
@@ -141,7 +184,11 @@ def compare_ids(case, ref_ids, got_ids):
     from harness.judge.verdict import judge
 
     ref = vecs()
-    return judge(case, "vllm-v1", measure(TOL, ("max_abs",), ref, [a.copy() for a in ref], ITEMS4, ref_ids, got_ids))
+    return judge(
+        case,
+        "vllm-v1",
+        measure(TOL, ("max_abs",), ref, [a.copy() for a in ref], ITEMS4, ref_ids, got_ids),
+    )
 
 
 def _tied_adversarial_scores():
@@ -170,8 +217,9 @@ def test_reference_ties_are_not_rank_disagreement_but_a_real_swap_is():
         got[i] = np.nextafter(got[i], np.float32(1))
     assert rank_disagreement(ref, got, items, tol) == 0.0
     assert rank_disagreement(ref, got, items) == 0.0  # exact ties, without a tolerance, too
-    case = make_case(task="score", inputs="adversarial-pairs",
-                     tolerances={"float32": tol.model_dump()})
+    case = make_case(
+        task="score", inputs="adversarial-pairs", tolerances={"float32": tol.model_dump()}
+    )
     metrics = ("max_abs", "max_rel", "rank_disagreement")
     assert compare(case, "vllm-v1", tol, metrics, ref, got, items).status == "pass"
     # a real swap of two untied items (0.9 and 0.85, far beyond the slack) still disagrees
@@ -194,21 +242,33 @@ def test_a_chain_of_near_ties_cannot_hide_an_inversion():
     assert ranks_as_reference([2, 1, 0], r, tol) and not ranks_as_reference([0, 1, 2], r, tol)
 
 
-@pytest.mark.parametrize("fault, text", [
-    (lambda r: [np.full_like(r[0], np.nan), *r[1:]], "NaN in reference output at item 0"),
-    (lambda r: [r[0], np.full_like(r[1], np.inf), *r[2:]], "Inf in reference output at item 1"),
-    (lambda r: r[:-1], "it returned 3 outputs for 4 inputs"),
-])
+@pytest.mark.parametrize(
+    "fault, text",
+    [
+        (lambda r: [np.full_like(r[0], np.nan), *r[1:]], "NaN in reference output at item 0"),
+        (lambda r: [r[0], np.full_like(r[1], np.inf), *r[2:]], "Inf in reference output at item 1"),
+        (lambda r: r[:-1], "it returned 3 outputs for 4 inputs"),
+    ],
+)
 def test_an_unusable_reference_is_an_error_naming_the_reference_not_a_fail(fault, text):
     """NaN in the REFERENCE is the reference's fault: an error, never a fail blaming vLLM,
     marked or not."""
     ref = vecs()
     got = [a.copy() for a in ref]
-    marked = make_case(divergence={"runners": ["vllm-v1"], "reason": "k", "bounds": {"max_abs": 1.0}})
+    marked = make_case(
+        divergence={"runners": ["vllm-v1"], "reason": "k", "bounds": {"max_abs": 1.0}}
+    )
     for case in (make_case(), marked):
         bad = fault(ref)
-        v = compare(case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), bad, got[:len(bad)],
-                    tuple("abcd"))
+        v = compare(
+            case,
+            "vllm-v1",
+            TOL,
+            ("cosine_distance", "max_abs"),
+            bad,
+            got[: len(bad)],
+            tuple("abcd"),
+        )
         assert v.status == "error" and "the reference is unusable" in v.reason, v.reason
         assert text in v.reason
 
@@ -216,8 +276,15 @@ def test_an_unusable_reference_is_an_error_naming_the_reference_not_a_fail(fault
 def test_a_single_item_cannot_pass_a_constant_model():
     """One item shows nothing about whether the reference varies: a constant model must not pass."""
     const = [np.full(8, 0.5, np.float32)]
-    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), const,
-                [const[0].copy()], ("only",))
+    v = compare(
+        make_case(),
+        "vllm-v1",
+        TOL,
+        ("cosine_distance", "max_abs"),
+        const,
+        [const[0].copy()],
+        ("only",),
+    )
     assert v.status == "error" and ">= 2 distinct inputs" in v.reason
 
 
@@ -226,11 +293,19 @@ def test_duplicate_inputs_are_counted_once_when_judging_a_degenerate_reference()
     a, b = vecs(2)
     items = ("same text",) * 5 + ("other text",)  # healthy: two distinct inputs, two outputs
     ref = [a.copy() for _ in range(5)] + [b]
-    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref,
-                [x.copy() for x in ref], items)
+    v = compare(
+        make_case(),
+        "vllm-v1",
+        TOL,
+        ("cosine_distance", "max_abs"),
+        ref,
+        [x.copy() for x in ref],
+        items,
+    )
     assert v.status == "pass", v.reason
     # two identical inputs only: one distinct input, whatever the outputs
     assert ">= 2 distinct inputs" in degenerate_reference([a, a.copy()], ("same", "same"))
     # many outputs alike over many distinct inputs is still degenerate, counted over distinct inputs
-    assert ("only 2 distinct outputs for 6 distinct inputs"
-            in degenerate_reference([a, a, a, b, b, b], tuple("uvwxyz")))
+    assert "only 2 distinct outputs for 6 distinct inputs" in degenerate_reference(
+        [a, a, a, b, b, b], tuple("uvwxyz")
+    )

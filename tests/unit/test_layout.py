@@ -30,8 +30,14 @@ LAYERS = [
     {"cli", "pytest_plugin", "matrix_tests", "__init__"},
 ]
 # what runs inside a worker process: its entry point and every runner implementation
-WORKER_ROOTS = ("harness.runners.worker", "harness.runners.hf", "harness.runners.vllm",
-                "harness.runners.serve", "harness.runners.fake", "harness.runners.mteb")
+WORKER_ROOTS = (
+    "harness.runners.worker",
+    "harness.runners.hf",
+    "harness.runners.vllm",
+    "harness.runners.serve",
+    "harness.runners.fake",
+    "harness.runners.mteb",
+)
 NOT_IN_A_WORKER = ("harness.matrix.schema", "harness.matrix.loader", "harness.run.matrices", "yaml")
 
 
@@ -40,8 +46,11 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {_module_name(p): p for p in sorted((ROOT / "harness").rglob("*.py"))
-           if "data" not in p.relative_to(ROOT).parts}  # data/: remote code of checkpoints
+MODULES = {
+    _module_name(p): p
+    for p in sorted((ROOT / "harness").rglob("*.py"))
+    if "data" not in p.relative_to(ROOT).parts
+}  # data/: remote code of checkpoints
 Import = tuple[str, tuple[str, ...], str]  # (module imported, names taken, "file:line")
 
 
@@ -78,21 +87,29 @@ def _layer(module: str) -> int:
 
 
 def upward_imports(imports: dict[str, list[Import]]) -> list[str]:
-    return [f"{where}: {module} imports {target}, a layer above it"
-            for module, its in imports.items() for target, _, where in _ours(its)
-            if _layer(target) > _layer(module)]
+    return [
+        f"{where}: {module} imports {target}, a layer above it"
+        for module, its in imports.items()
+        for target, _, where in _ours(its)
+        if _layer(target) > _layer(module)
+    ]
 
 
 def private_imports(imports: dict[str, list[Import]]) -> list[str]:
-    return [f"{where}: {module} takes {', '.join(private)} from {target}"
-            for module, its in imports.items() for target, names, where in _ours(its)
-            if (private := [n for n in names if n.startswith("_") and not n.startswith("__")])
-            and target != module]
+    return [
+        f"{where}: {module} takes {', '.join(private)} from {target}"
+        for module, its in imports.items()
+        for target, names, where in _ours(its)
+        if (private := [n for n in names if n.startswith("_") and not n.startswith("__")])
+        and target != module
+    ]
 
 
 def circles(imports: dict[str, list[Import]]) -> list[str]:
-    graph = {m: sorted({t for t, _, _ in _ours(its) if t in imports and t != m})
-             for m, its in imports.items()}
+    graph = {
+        m: sorted({t for t, _, _ in _ours(its) if t in imports and t != m})
+        for m, its in imports.items()
+    }
     state: dict[str, int] = {}
     stack: list[str] = []
     found: list[str] = []
@@ -102,7 +119,7 @@ def circles(imports: dict[str, list[Import]]) -> list[str]:
         stack.append(m)
         for t in graph[m]:
             if state.get(t) == 1:
-                found.append(" -> ".join(stack[stack.index(t):] + [t]))
+                found.append(" -> ".join(stack[stack.index(t) :] + [t]))
             elif t not in state:
                 visit(t)
         stack.pop()
@@ -153,22 +170,44 @@ def test_a_worker_process_imports_neither_the_matrix_schema_nor_yaml():
 
 
 def test_the_engine_package_is_standard_library_only():
-    wrong = [f"{where}: imports {target}" for module, its in IMPORTS.items()
-             if module.startswith("harness.engine") for target, _, where in its
-             if target.split(".")[0] not in sys.stdlib_module_names
-             and not target.startswith("harness.engine")]
+    wrong = [
+        f"{where}: imports {target}"
+        for module, its in IMPORTS.items()
+        if module.startswith("harness.engine")
+        for target, _, where in its
+        if target.split(".")[0] not in sys.stdlib_module_names
+        and not target.startswith("harness.engine")
+    ]
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.parametrize("rule, extra", [
-    (upward_imports, {"harness.matrix.bad": [("harness.run.session", ("run_cases",), "bad:1")]}),
-    (private_imports, {"harness.cli_bad": [("harness.run.session", ("_a_private_name",), "bad:1")]}),
-    (circles, {"harness.judge.verdict": [*IMPORTS["harness.judge.verdict"],
-                                         ("harness.judge.bad", (), "verdict:1")],
-               "harness.judge.bad": [("harness.judge.verdict", ("Verdict",), "bad:1")]}),
-    (lambda imports: sorted(worker_reach(imports) & set(NOT_IN_A_WORKER)),
-     {"harness.runners.options": [("yaml", (), "options:1")]}),
-])
+@pytest.mark.parametrize(
+    "rule, extra",
+    [
+        (
+            upward_imports,
+            {"harness.matrix.bad": [("harness.run.session", ("run_cases",), "bad:1")]},
+        ),
+        (
+            private_imports,
+            {"harness.cli_bad": [("harness.run.session", ("_a_private_name",), "bad:1")]},
+        ),
+        (
+            circles,
+            {
+                "harness.judge.verdict": [
+                    *IMPORTS["harness.judge.verdict"],
+                    ("harness.judge.bad", (), "verdict:1"),
+                ],
+                "harness.judge.bad": [("harness.judge.verdict", ("Verdict",), "bad:1")],
+            },
+        ),
+        (
+            lambda imports: sorted(worker_reach(imports) & set(NOT_IN_A_WORKER)),
+            {"harness.runners.options": [("yaml", (), "options:1")]},
+        ),
+    ],
+)
 def test_each_rule_bites_on_a_seeded_breach(rule, extra):
     assert rule(IMPORTS) == []
     assert rule({**IMPORTS, **extra}) != []

@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from harness.run.matrices import load_matrix
 from harness.matrix.schema import MatrixError
+from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 
 BASE = """
@@ -33,21 +33,31 @@ def test_defaults_family_and_case_merge(write_matrix):
 
 
 def test_case_keys_override_family_and_defaults_deeply(write_matrix):
-    text = BASE + """    tolerances:
+    text = (
+        BASE
+        + """    tolerances:
       float32: {max_abs: 2.0e-5}
     runners: [hf, vllm-v2]
 """
+    )
     (case,) = load_matrix(write_matrix(text)).cases
     assert case.tolerance("float32").bounds() == {"cosine_distance": 1e-6, "max_abs": 2e-5}
     assert case.runners == ["hf", "vllm-v2"]
 
 
 def test_unknown_family_names_line_and_valid_families(write_matrix):
-    p = write_matrix(BASE.replace("family: bert-embed\n    model", "family: bert-embedd\n    model"))
+    p = write_matrix(
+        BASE.replace("family: bert-embed\n    model", "family: bert-embedd\n    model")
+    )
     with pytest.raises(MatrixError) as e:
         load_matrix(p)
     msg = str(e.value)
-    assert f"{p}:12" in msg and "'family'" in msg and "bert-embedd" in msg and "valid families: bert-embed" in msg
+    assert (
+        f"{p}:12" in msg
+        and "'family'" in msg
+        and "bert-embedd" in msg
+        and "valid families: bert-embed" in msg
+    )
 
 
 def test_unknown_task_lists_valid_tasks_with_line(write_matrix):
@@ -127,7 +137,10 @@ def test_include_and_select(write_matrix, tmp_path):
 
 
 def test_all_problems_reported_at_once(write_matrix):
-    text = BASE + "  - id: two\n    family: nope\n    model: {source: local, path: x}\n  - id: Three\n    family: bert-embed\n    model: {source: local, path: x}\n"
+    text = (
+        BASE
+        + "  - id: two\n    family: nope\n    model: {source: local, path: x}\n  - id: Three\n    family: bert-embed\n    model: {source: local, path: x}\n"
+    )
     with pytest.raises(MatrixError) as e:
         load_matrix(write_matrix(text))
     assert str(e.value).startswith("2 problem(s)")
@@ -141,28 +154,43 @@ def test_shipped_matrices_load():
 
 
 def test_model_of_another_source_replaces_the_inherited_one(write_matrix):
-    text = BASE.replace("  bert-embed:\n    task: embed", "  bert-embed:\n    task: embed\n"
-                        "    model: {source: synthetic, arch: BertModel, pooling: mean}") \
-        + "  - id: two\n    family: bert-embed\n    model: {source: hf_cache, repo: org/name}\n" \
+    text = (
+        BASE.replace(
+            "  bert-embed:\n    task: embed",
+            "  bert-embed:\n    task: embed\n"
+            "    model: {source: synthetic, arch: BertModel, pooling: mean}",
+        )
+        + "  - id: two\n    family: bert-embed\n    model: {source: hf_cache, repo: org/name}\n"
         + "  - id: three\n    family: bert-embed\n    model: {seed: 5}\n"
+    )
     cases = {c.id: c for c in load_matrix(write_matrix(text)).cases}
     assert cases["two"].model.source == "hf_cache" and cases["two"].model.repo == "org/name"
-    assert cases["three"].model.source == "synthetic" and cases["three"].model.seed == 5  # same source: merged
+    assert (
+        cases["three"].model.source == "synthetic" and cases["three"].model.seed == 5
+    )  # same source: merged
 
 
 def test_default_family_applies_to_cases(write_matrix):
-    text = BASE.replace("  inputs: short-texts", "  inputs: short-texts\n  family: bert-embed").replace(
-        "    family: bert-embed\n    model", "    model")
+    text = BASE.replace(
+        "  inputs: short-texts", "  inputs: short-texts\n  family: bert-embed"
+    ).replace("    family: bert-embed\n    model", "    model")
     (case,) = load_matrix(write_matrix(text)).cases
     assert case.task == "embed" and case.family == "bert-embed"
 
 
-@pytest.mark.parametrize("task, bounds, missing", [
-    ("embed", "{cosine_distance: 1.0e-6}", "float32 has no bound for max_abs"),  # cosine cannot see a lost L2 norm
-    ("embed", "{max_abs: 1.0e-5}", "float32 has no bound for cosine_distance"),
-    ("score", "{rank_disagreement: 0.0}", "float32 has no bound for max_abs or max_rel"),
-    ("token_classify", "{max_rel: 1.0e-4}", "float32 has no bound for max_abs"),
-])
+@pytest.mark.parametrize(
+    "task, bounds, missing",
+    [
+        (
+            "embed",
+            "{cosine_distance: 1.0e-6}",
+            "float32 has no bound for max_abs",
+        ),  # cosine cannot see a lost L2 norm
+        ("embed", "{max_abs: 1.0e-5}", "float32 has no bound for cosine_distance"),
+        ("score", "{rank_disagreement: 0.0}", "float32 has no bound for max_abs or max_rel"),
+        ("token_classify", "{max_rel: 1.0e-4}", "float32 has no bound for max_abs"),
+    ],
+)
 def test_a_required_metric_without_a_bound_is_a_matrix_error(write_matrix, task, bounds, missing):
     text = f"""
 families:
@@ -179,7 +207,9 @@ cases:
 """
     with pytest.raises(MatrixError) as e:
         load_matrix(write_matrix(text))
-    assert re.search(rf"m\.yaml:\d+: case 'one', key 'tolerances': task '{task}' must gate", str(e.value))
+    assert re.search(
+        rf"m\.yaml:\d+: case 'one', key 'tolerances': task '{task}' must gate", str(e.value)
+    )
     assert missing in str(e.value)
 
 
@@ -189,19 +219,27 @@ def test_mteb_cases_must_bound_the_main_score(write_matrix):
         load_matrix(write_matrix(text))
 
 
-@pytest.mark.parametrize("key, value, text", [
-    ("inputs", "my-texts", "unknown input set 'my-texts'; valid: "),
-    ("reference", "st-embedd", "unknown reference recipe 'st-embedd'; valid: "),
-])
+@pytest.mark.parametrize(
+    "key, value, text",
+    [
+        ("inputs", "my-texts", "unknown input set 'my-texts'; valid: "),
+        ("reference", "st-embedd", "unknown reference recipe 'st-embedd'; valid: "),
+    ],
+)
 def test_names_are_checked_when_the_matrix_loads(write_matrix, key, value, text):
     with pytest.raises(MatrixError) as e:
         load_matrix(write_matrix(BASE + f"    {key}: {value}\n"))
-    assert re.search(rf"m\.yaml:\d+: case 'one', key '{key}': .*{re.escape(text)}", str(e.value)), str(e.value)
+    assert re.search(rf"m\.yaml:\d+: case 'one', key '{key}': .*{re.escape(text)}", str(e.value)), (
+        str(e.value)
+    )
 
 
 def test_an_unknown_synthetic_architecture_is_a_matrix_error(write_matrix):
     text = BASE.replace("arch: BertModel", "arch: BertModle")
-    with pytest.raises(MatrixError, match=r"m\.yaml:\d+: case 'one', key 'model'.*unknown synthetic arch 'BertModle'; valid: .*BertModel"):
+    with pytest.raises(
+        MatrixError,
+        match=r"m\.yaml:\d+: case 'one', key 'model'.*unknown synthetic arch 'BertModle'; valid: .*BertModel",
+    ):
         load_matrix(write_matrix(text))
 
 
@@ -210,43 +248,72 @@ def test_a_matrix_error_exits_2_before_any_model_is_built(write_matrix, tmp_path
     import sys
 
     bad = write_matrix(BASE + "    inputs: my-texts\n")
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "-m", str(bad), "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "PARITY_CACHE": str(tmp_path / "cache")})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "-m",
+            str(bad),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PARITY_CACHE": str(tmp_path / "cache")},
+    )
     assert proc.returncode == 2 and "unknown input set 'my-texts'" in proc.stderr
     assert not (tmp_path / "cache").exists()
 
 
-@pytest.mark.parametrize("path", sorted([*(ROOT / "matrices").glob("*.yaml"),
-                                         *(ROOT / "tests" / "integration" / "data").glob("*.yaml")]),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        [
+            *(ROOT / "matrices").glob("*.yaml"),
+            *(ROOT / "tests" / "integration" / "data").glob("*.yaml"),
+        ]
+    ),
+    ids=lambda p: p.name,
+)
 def test_every_shipped_matrix_bounds_every_dtype(path):
     """A GPU run (bfloat16 by default, float16 or float32 by PARITY_DTYPE) finds a bound for every
     required metric of every case: the loader checks required metrics per dtype listed."""
     from harness.runners.platform import DTYPES
 
     for case in load_matrix(path).cases:
-        assert set(case.tolerances) == set(DTYPES), f"{case.where}: {case.id} bounds only {sorted(case.tolerances)}"
+        assert set(case.tolerances) == set(DTYPES), (
+            f"{case.where}: {case.id} bounds only {sorted(case.tolerances)}"
+        )
 
 
-@pytest.mark.parametrize("where, bound, text", [
-    ("tolerances", "max_abs: .inf", "max_abs=inf is not finite"),
-    ("tolerances", "max_rel: .nan", "max_rel=nan is not finite"),
-    ("tolerances", "max_abs: -1.0e-5", "max_abs=-1e-05 is negative"),
-    ("tolerances", "cosine_distance: 2.0", "cosine_distance=2.0 is >= 2"),
-    ("tolerances", "rank_disagreement: 1.0", "rank_disagreement=1.0 is >= 1"),
-    ("divergence", "max_abs: .inf", "max_abs=inf is not finite"),
-    ("divergence", "rank_disagreement: 1.5", "rank_disagreement=1.5 is >= 1"),
-])
-def test_a_bound_that_can_never_fail_is_a_matrix_error_with_its_line(write_matrix, where, bound,
-                                                                      text):
+@pytest.mark.parametrize(
+    "where, bound, text",
+    [
+        ("tolerances", "max_abs: .inf", "max_abs=inf is not finite"),
+        ("tolerances", "max_rel: .nan", "max_rel=nan is not finite"),
+        ("tolerances", "max_abs: -1.0e-5", "max_abs=-1e-05 is negative"),
+        ("tolerances", "cosine_distance: 2.0", "cosine_distance=2.0 is >= 2"),
+        ("tolerances", "rank_disagreement: 1.0", "rank_disagreement=1.0 is >= 1"),
+        ("divergence", "max_abs: .inf", "max_abs=inf is not finite"),
+        ("divergence", "rank_disagreement: 1.5", "rank_disagreement=1.5 is >= 1"),
+    ],
+)
+def test_a_bound_that_can_never_fail_is_a_matrix_error_with_its_line(
+    write_matrix, where, bound, text
+):
     """A bound no measurement can exceed (or none can meet) gates nothing: the matrix is refused,
     in tolerances and in a divergence's envelope alike, naming the line and what is valid."""
     if where == "tolerances":
         extra = f"    tolerances:\n      float32: {{cosine_distance: 1.0e-6, {bound}}}\n"
         line = 15
     else:
-        extra = (f"    divergence:\n      runners: [vllm-v1]\n      reason: known\n"
-                 f"      bounds: {{cosine_distance: 1.0e-3, {bound}}}\n")
+        extra = (
+            f"    divergence:\n      runners: [vllm-v1]\n      reason: known\n"
+            f"      bounds: {{cosine_distance: 1.0e-3, {bound}}}\n"
+        )
         line = 17
     p = write_matrix(BASE + extra)
     with pytest.raises(MatrixError) as e:
@@ -256,11 +323,16 @@ def test_a_bound_that_can_never_fail_is_a_matrix_error_with_its_line(write_matri
 
 
 def test_bounds_at_the_edge_of_what_can_fail_are_accepted(write_matrix):
-    extra = ("    tolerances:\n"
-             "      float32: {cosine_distance: 1.99, max_abs: 0.0, rank_disagreement: 0.5}\n")
+    extra = (
+        "    tolerances:\n"
+        "      float32: {cosine_distance: 1.99, max_abs: 0.0, rank_disagreement: 0.5}\n"
+    )
     (case,) = load_matrix(write_matrix(BASE + extra)).cases
-    assert case.tolerance("float32").bounds() == {"cosine_distance": 1.99, "max_abs": 0.0,
-                                                  "rank_disagreement": 0.5}
+    assert case.tolerance("float32").bounds() == {
+        "cosine_distance": 1.99,
+        "max_abs": 0.0,
+        "rank_disagreement": 0.5,
+    }
 
 
 def test_a_case_needs_two_distinct_inputs(write_matrix):

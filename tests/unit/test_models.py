@@ -7,18 +7,23 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
+from harness.matrix.schema import HubCacheModel, PackageModel, SyntheticModel
 from harness.models.cache import fingerprint
 from harness.models.resolve import ModelUnavailable, resolve
 from harness.models.synthetic import seeded_values, spec_dir
-from harness.matrix.schema import HubCacheModel, PackageModel, SyntheticModel
 
 SPEC = SyntheticModel(source="synthetic", arch="BertModel", seed=3, pooling="mean", normalize=True)
 
 
 def _build_in(cache, spec=SPEC):
     env = {**os.environ, "PARITY_CACHE": str(cache)}
-    out = subprocess.run([sys.executable, "-m", "harness.models.synthetic", spec.model_dump_json()],
-                         capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.models.synthetic", spec.model_dump_json()],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -27,14 +32,21 @@ def test_seeded_values_depend_only_on_seed_and_name():
     b = seeded_values(0, "encoder.layer.0.attention.self.query.weight", (4, 4), 0.2)
     c = seeded_values(1, "encoder.layer.0.attention.self.query.weight", (4, 4), 0.2)
     assert np.array_equal(a, b) and not np.array_equal(a, c)
-    assert np.allclose(seeded_values(0, "embeddings.LayerNorm.weight", (64,), 0.2).mean(), 1.0, atol=0.05)
+    assert np.allclose(
+        seeded_values(0, "embeddings.LayerNorm.weight", (64,), 0.2).mean(), 1.0, atol=0.05
+    )
 
 
 def test_synthetic_build_is_byte_stable_across_builds(tmp_path):
     first = _build_in(tmp_path / "a")
     second = _build_in(tmp_path / "b")
     assert first["fingerprint"] == second["fingerprint"]
-    for name in ("tokenizer.json", "tokenizer_config.json", "modules.json", "1_Pooling/config.json"):
+    for name in (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "modules.json",
+        "1_Pooling/config.json",
+    ):
         a = (tmp_path / "a").glob(f"models/*/{name}")
         b = (tmp_path / "b").glob(f"models/*/{name}")
         a, b = [p.read_bytes() for p in a], [p.read_bytes() for p in b]
@@ -77,7 +89,10 @@ def test_missing_sources_skip_with_a_clear_reason(tmp_path, monkeypatch):
     with pytest.raises(ModelUnavailable, match=r"not in the Hugging Face cache .* never downloads"):
         resolve(HubCacheModel(source="hf_cache", repo="org/absent-model"), tmp_path)
     rev = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
-    with pytest.raises(ModelUnavailable, match=rf"at revision {rev} .* `hf download org/absent-model --revision {rev}`"):
+    with pytest.raises(
+        ModelUnavailable,
+        match=rf"at revision {rev} .* `hf download org/absent-model --revision {rev}`",
+    ):
         resolve(HubCacheModel(source="hf_cache", repo="org/absent-model", revision=rev), tmp_path)
     with pytest.raises(ModelUnavailable, match=r"package 'no_such_pkg' is not installed"):
         resolve(PackageModel(source="package", package="no_such_pkg"), tmp_path)
@@ -125,7 +140,9 @@ def test_matrix_paths_cannot_escape_project_or_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PARITY_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("PARITY_ALLOW_ABSOLUTE_PATHS", raising=False)
     base = project / "matrices"
-    with pytest.raises(ModelUnavailable, match="no \\*.safetensors"):  # inside: allowed (then no weights)
+    with pytest.raises(
+        ModelUnavailable, match="no \\*.safetensors"
+    ):  # inside: allowed (then no weights)
         resolve(LocalModel(source="local", path="../models/m"), base)
     for bad in ("../../elsewhere", str(outside), "/etc"):
         with pytest.raises(UnsafePath, match="outside the project"):
@@ -149,11 +166,18 @@ def test_reference_checkpoint_names_round_trip():
     """A reference architecture saved under its hub names loads back strictly (JinaVL: visual.*)."""
     import torch
 
-    from harness.models.refmodels import JinaVLRanker, renamed, checkpoint_names
+    from harness.models.refmodels import JinaVLRanker, checkpoint_names, renamed
 
-    state = {"model.visual.blocks.0.attn.qkv.weight": torch.zeros(1), "model.language_model.norm.weight": torch.zeros(1),
-             "score.0.weight": torch.zeros(1)}
+    state = {
+        "model.visual.blocks.0.attn.qkv.weight": torch.zeros(1),
+        "model.language_model.norm.weight": torch.zeros(1),
+        "score.0.weight": torch.zeros(1),
+    }
     saved = checkpoint_names(JinaVLRanker, state)
-    assert sorted(saved) == ["model.language_model.norm.weight", "score.0.weight", "visual.blocks.0.attn.qkv.weight"]
+    assert sorted(saved) == [
+        "model.language_model.norm.weight",
+        "score.0.weight",
+        "visual.blocks.0.attn.qkv.weight",
+    ]
     inverse = {new: old for old, new in JinaVLRanker.checkpoint_prefixes.items()}
     assert {renamed(k, inverse) for k in saved} == set(state)

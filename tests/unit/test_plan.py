@@ -9,7 +9,9 @@ from tests.unit.test_compare import make_case
 
 
 def test_models_are_prepared_side_by_side_and_one_broken_model_stays_local(monkeypatch):
-    both_started = threading.Barrier(2, timeout=10)  # broken if the two builds ran one after the other
+    both_started = threading.Barrier(
+        2, timeout=10
+    )  # broken if the two builds ran one after the other
 
     def fake_resolve(src, base):
         if src.path == "missing":
@@ -21,8 +23,16 @@ def test_models_are_prepared_side_by_side_and_one_broken_model_stays_local(monke
 
     monkeypatch.setattr(plan_mod, "resolve", fake_resolve)
     monkeypatch.setattr(plan_mod.os, "cpu_count", lambda: 4)
-    cases = [make_case(id=name, model={"source": "local", "path": path})
-             for name, path in (("a", "m1"), ("a2", "m1"), ("b", "m2"), ("c", "missing"), ("d", "broken"))]
+    cases = [
+        make_case(id=name, model={"source": "local", "path": path})
+        for name, path in (
+            ("a", "m1"),
+            ("a2", "m1"),
+            ("b", "m2"),
+            ("c", "missing"),
+            ("d", "broken"),
+        )
+    ]
     plan = build_plan(cases, Platform("cpu"), Path("."))
     assert plan.models["a"] is plan.models["a2"] and plan.models["a"].fingerprint == "fp-m1"
     assert plan.models["b"].fingerprint == "fp-m2"
@@ -42,7 +52,9 @@ def _executor_with(queues: dict[str, int]):
     ex = Executor.__new__(Executor)
     ex._lock = threading.Lock()
     ex._serving = {}
-    ex._pending = {r: [Load(r, None, "float32", {}, {}, False) for _ in range(n)] for r, n in queues.items()}
+    ex._pending = {
+        r: [Load(r, None, "float32", {}, {}, False) for _ in range(n)] for r, n in queues.items()
+    }
     return ex
 
 

@@ -21,8 +21,14 @@ def test_plain_lines_for_loads_outcomes_and_a_heartbeat():
     with PlainProgress(console, "parity", total=2, heartbeat=0.05) as progress:
         progress("loading tiny-bert in vllm-v2", None)
         time.sleep(0.2)  # a slow load: the heartbeat must name it
-        progress("case-a [vllm-v2] ok", RunOutcome("case-a", "vllm-v2", "ok", load_seconds=1.5, run_seconds=0.25))
-        progress("case-b [vllm-v2] error", RunOutcome("case-b", "vllm-v2", "error", "engine refused\nlong tail"))
+        progress(
+            "case-a [vllm-v2] ok",
+            RunOutcome("case-a", "vllm-v2", "ok", load_seconds=1.5, run_seconds=0.25),
+        )
+        progress(
+            "case-b [vllm-v2] error",
+            RunOutcome("case-b", "vllm-v2", "error", "engine refused\nlong tail"),
+        )
     text = buf.getvalue()
     assert "started: 2 (case, runner) outcomes" in text
     assert "loading tiny-bert in vllm-v2" in text
@@ -35,9 +41,11 @@ def test_plain_lines_for_loads_outcomes_and_a_heartbeat():
 def test_lanes_report_concurrently_and_each_is_counted_once():
     console, buf = _console()
     with PlainProgress(console, "parity", total=40, heartbeat=10) as progress:
+
         def lane(n):
             for i in range(20):
                 progress(f"c{n}-{i} [hf] ok", RunOutcome(f"c{n}-{i}", "hf", "ok"))
+
         threads = [threading.Thread(target=lane, args=(n,), name=f"slot_{n}") for n in range(2)]
         [t.start() for t in threads]
         [t.join() for t in threads]

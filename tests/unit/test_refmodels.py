@@ -40,8 +40,9 @@ def _l2(x: np.ndarray) -> np.ndarray:
 def _base(cls: type, config, weights: dict, prefix: str, **kw):
     """transformers' own base model `cls`, holding the `prefix.*` weights of the copy."""
     model = cls(config, **kw).to(torch.float64).eval()
-    state = {k[len(prefix):]: torch.from_numpy(v) for k, v in weights.items()
-             if k.startswith(prefix)}
+    state = {
+        k[len(prefix) :]: torch.from_numpy(v) for k, v in weights.items() if k.startswith(prefix)
+    }
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not unexpected and all(k.endswith("_ids") for k in missing), (missing, unexpected)
     return model
@@ -49,11 +50,18 @@ def _base(cls: type, config, weights: dict, prefix: str, **kw):
 
 # --- the architectures: a tiny config, inputs, and the second implementation of each ---
 
+
 def _qwen2_config(num_labels: int):
-    return transformers.Qwen2Config(vocab_size=97, hidden_size=32, intermediate_size=64,
-                                    num_hidden_layers=2, num_attention_heads=2,
-                                    num_key_value_heads=1, num_labels=num_labels,
-                                    max_position_embeddings=64)
+    return transformers.Qwen2Config(
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        num_labels=num_labels,
+        max_position_embeddings=64,
+    )
 
 
 def _reward_second(ref, weights: dict, ids: torch.Tensor) -> np.ndarray:
@@ -105,8 +113,9 @@ def _jina_colbert_second(ref, w: dict, ids: torch.Tensor) -> np.ndarray:
     for i in range(cfg.num_hidden_layers):
         p = f"roberta.encoder.layers.{i}."
         qkv = x @ w[p + "mixer.Wqkv.weight"].T + w[p + "mixer.Wqkv.bias"]
-        q, k, v = (qkv[:, j * h:(j + 1) * h].reshape(-1, nh, hd).transpose(1, 0, 2)
-                   for j in range(3))
+        q, k, v = (
+            qkv[:, j * h : (j + 1) * h].reshape(-1, nh, hd).transpose(1, 0, 2) for j in range(3)
+        )
         q, k = _rotary(q, cfg.rotary_emb_base), _rotary(k, cfg.rotary_emb_base)
         scores = q @ k.transpose(0, 2, 1) / math.sqrt(hd)
         att = np.exp(scores - scores.max(-1, keepdims=True))
@@ -133,15 +142,26 @@ def _jina_vl_config():
 
 
 def _bert_config():
-    return transformers.BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2,
-                                   num_attention_heads=2, intermediate_size=64)
+    return transformers.BertConfig(
+        vocab_size=97,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
 
 
 def _jina_colbert_config():
-    return transformers.XLMRobertaConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2,
-                                         num_attention_heads=2, intermediate_size=64,
-                                         type_vocab_size=1, layer_norm_eps=1e-5,
-                                         rotary_emb_base=10000.0)
+    return transformers.XLMRobertaConfig(
+        vocab_size=97,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+        rotary_emb_base=10000.0,
+    )
 
 
 # arch -> (config, second implementation, token ids drawn below this)
@@ -153,9 +173,13 @@ ARCHS: dict[str, tuple[Callable, Callable, int]] = {
     "JinaVLForRanking": (_jina_vl_config, _jina_vl_second, 4000),  # below the vision specials
 }
 # the head weight a seeded mutation moves (after the second implementation took its copy)
-HEAD = {"Qwen2ForRewardModel": "score.2.weight", "Qwen2ForProcessRewardModel": "score.2.weight",
-        "HF_ColBERT": "linear.weight", "ColBERTJinaRobertaModel": "linear.weight",
-        "JinaVLForRanking": "score.2.weight"}
+HEAD = {
+    "Qwen2ForRewardModel": "score.2.weight",
+    "Qwen2ForProcessRewardModel": "score.2.weight",
+    "HF_ColBERT": "linear.weight",
+    "ColBERTJinaRobertaModel": "linear.weight",
+    "JinaVLForRanking": "score.2.weight",
+}
 
 
 def _setup(arch: str, seed: int = 0):

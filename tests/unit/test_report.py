@@ -7,13 +7,30 @@ from harness.report.model import MetricOut, Report, Result
 
 def _report(*statuses):
     results = [
-        Result(case_id=f"case-{i}", family="fam", task="embed", runner="vllm-v2",
-               runner_label="vLLM V2 on CPU, interpreted Triton kernels", status=s,
-               reason="" if s == "pass" else f"why {s}",
-               metrics=[MetricOut(name="max_abs", value=1e-7 if s == "pass" else 0.3, bound=1e-5, ok=s == "pass")])
+        Result(
+            case_id=f"case-{i}",
+            family="fam",
+            task="embed",
+            runner="vllm-v2",
+            runner_label="vLLM V2 on CPU, interpreted Triton kernels",
+            status=s,
+            reason="" if s == "pass" else f"why {s}",
+            metrics=[
+                MetricOut(
+                    name="max_abs", value=1e-7 if s == "pass" else 0.3, bound=1e-5, ok=s == "pass"
+                )
+            ],
+        )
         for i, s in enumerate(statuses)
     ]
-    return Report(harness_version="0", matrix="m.yaml", matrix_sha256="0", device="cpu", started="now", results=results)
+    return Report(
+        harness_version="0",
+        matrix="m.yaml",
+        matrix_sha256="0",
+        device="cpu",
+        started="now",
+        results=results,
+    )
 
 
 def test_exit_code_follows_verdicts():
@@ -62,7 +79,10 @@ def test_markdown_folds_passes_per_family_and_stays_under_the_comment_limit():
     assert md.index("**error**") < md.index("more rows not shown") < md.index("4000 passes")
     assert "report.json" in md
     small = to_markdown(_report("pass", "pass", "fail"))
-    assert "<details><summary>2 passes" in small and "| fam | 2 | vllm-v2 | `case-0` on vllm-v2: 0.01 of its bound |" in small
+    assert (
+        "<details><summary>2 passes" in small
+        and "| fam | 2 | vllm-v2 | `case-0` on vllm-v2: 0.01 of its bound |" in small
+    )
     assert "`case-0` | vLLM" not in small  # a pass is not a row of its own
 
 

@@ -11,15 +11,33 @@ from tests.conftest import ROOT
 
 
 def _rep(**cases):
-    results = [Result(case_id=cid, family="f", task="embed", runner="vllm-v2", runner_label="l", status=status,
-                      metrics=[MetricOut(name="max_abs", value=value, bound=1e-5, ok=value <= 1e-5)])
-               for cid, (status, value) in cases.items()]
-    return Report(harness_version="0", matrix="m.yaml", matrix_sha256="0", device="cpu", started="t", results=results)
+    results = [
+        Result(
+            case_id=cid,
+            family="f",
+            task="embed",
+            runner="vllm-v2",
+            runner_label="l",
+            status=status,
+            metrics=[MetricOut(name="max_abs", value=value, bound=1e-5, ok=value <= 1e-5)],
+        )
+        for cid, (status, value) in cases.items()
+    ]
+    return Report(
+        harness_version="0",
+        matrix="m.yaml",
+        matrix_sha256="0",
+        device="cpu",
+        started="t",
+        results=results,
+    )
 
 
 def test_new_failure_fails_and_drift_inside_the_bound_warns():
     old = _rep(a=("pass", 1e-8), b=("pass", 1e-8), c=("fail", 1.0), d=("pass", 2e-7))
-    new = _rep(a=("fail", 1e-3), b=("pass", 5e-6), c=("pass", 1e-8), d=("pass", 3e-7), e=("error", 0.0))
+    new = _rep(
+        a=("fail", 1e-3), b=("pass", 5e-6), c=("pass", 1e-8), d=("pass", 3e-7), e=("error", 0.0)
+    )
     d = diff(old, new)
     assert {c.case_id for c in d.of("new-failure")} == {"a", "e"} and d.exit_code == 1
     assert [c.case_id for c in d.of("fixed")] == ["c"]
@@ -52,13 +70,32 @@ def test_nothing_moved_exits_0():
 def test_cli_exit_code(tmp_path):
     write_json(_rep(a=("pass", 1e-8)), tmp_path / "old.json")
     write_json(_rep(a=("fail", 1.0)), tmp_path / "new.json")
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "report", "diff", str(tmp_path / "old.json"),
-                           str(tmp_path / "new.json"), "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 1 and "New failures (1)" in proc.stdout and (tmp_path / "diff.md").is_file()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "report",
+            "diff",
+            str(tmp_path / "old.json"),
+            str(tmp_path / "new.json"),
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert (
+        proc.returncode == 1
+        and "New failures (1)" in proc.stdout
+        and (tmp_path / "diff.md").is_file()
+    )
     json.loads((tmp_path / "old.json").read_text())
 
 
 # ---- --outputs: the two runs' stored outputs compared directly ----------------------------------
+
 
 def _run_dir(root, outputs: dict, status="pass"):
     """A run folder as `parity run --out runs/latest` leaves it: report.json beside outputs/, each
@@ -73,11 +110,27 @@ def _run_dir(root, outputs: dict, status="pass"):
         if runner == "hf":
             refs.append(ReferenceResult(case_id=case, status="ok", output=rec))
         else:
-            results.append(Result(case_id=case, family="f", task="embed", runner=runner, runner_label="l",
-                                  status=status, output=rec,
-                                  metrics=[MetricOut(name="max_abs", value=1e-8, bound=1e-5, ok=True)]))
-    report = Report(harness_version="0", matrix="m.yaml", matrix_sha256="0", device="cpu", started="t",
-                    results=results, references=refs)
+            results.append(
+                Result(
+                    case_id=case,
+                    family="f",
+                    task="embed",
+                    runner=runner,
+                    runner_label="l",
+                    status=status,
+                    output=rec,
+                    metrics=[MetricOut(name="max_abs", value=1e-8, bound=1e-5, ok=True)],
+                )
+            )
+    report = Report(
+        harness_version="0",
+        matrix="m.yaml",
+        matrix_sha256="0",
+        device="cpu",
+        started="t",
+        results=results,
+        references=refs,
+    )
     write_json(report, root / "report.json")
     return report
 
@@ -86,8 +139,11 @@ def _two_runs(tmp_path):
     import numpy as np
 
     rng = np.random.default_rng(7)
-    base = {(c, r): [rng.normal(size=(5, 8)).astype(np.float32) for _ in range(3)]
-            for c in ("same", "mutated", "gone") for r in ("hf", "vllm-v2")}
+    base = {
+        (c, r): [rng.normal(size=(5, 8)).astype(np.float32) for _ in range(3)]
+        for c in ("same", "mutated", "gone")
+        for r in ("hf", "vllm-v2")
+    }
     changed = {k: [a.copy() for a in v] for k, v in base.items()}
     bump = rng.normal(scale=1e-3, size=(5, 8)).astype(np.float32)  # the seeded mutation
     changed[("mutated", "vllm-v2")][1] += bump
@@ -95,8 +151,14 @@ def _two_runs(tmp_path):
     (tmp_path / "new").mkdir()
     old, new = _run_dir(tmp_path / "old", base), _run_dir(tmp_path / "new", changed)
     (tmp_path / "new" / "outputs" / "gone" / "vllm-v2.safetensors").unlink()
-    expected = float(np.max(np.abs(changed[("mutated", "vllm-v2")][1].astype(np.float64)
-                                   - base[("mutated", "vllm-v2")][1].astype(np.float64))))
+    expected = float(
+        np.max(
+            np.abs(
+                changed[("mutated", "vllm-v2")][1].astype(np.float64)
+                - base[("mutated", "vllm-v2")][1].astype(np.float64)
+            )
+        )
+    )
     return old, new, expected
 
 
@@ -104,13 +166,22 @@ def test_outputs_are_compared_per_case_and_runner_and_a_missing_file_is_said(tmp
     from harness.report.diff import compare_outputs
 
     old, new, expected = _two_runs(tmp_path)
-    monkeypatch.chdir(tmp_path)  # runs/latest/... does not exist here: outputs are found beside each report
-    by_key = {(x.case_id, x.runner): x for x in compare_outputs(old, new, tmp_path / "old", tmp_path / "new")}
+    monkeypatch.chdir(
+        tmp_path
+    )  # runs/latest/... does not exist here: outputs are found beside each report
+    by_key = {
+        (x.case_id, x.runner): x
+        for x in compare_outputs(old, new, tmp_path / "old", tmp_path / "new")
+    }
     assert by_key[("mutated", "vllm-v2")].max_abs == expected and expected > 0
     for key in [("same", "hf"), ("same", "vllm-v2"), ("mutated", "hf"), ("gone", "hf")]:
         assert by_key[key].max_abs == 0 and not by_key[key].problem
     gone = by_key[("gone", "vllm-v2")]
-    assert gone.max_abs is None and "NEW output file missing" in gone.problem and "gone/vllm-v2" in gone.problem
+    assert (
+        gone.max_abs is None
+        and "NEW output file missing" in gone.problem
+        and "gone/vllm-v2" in gone.problem
+    )
 
 
 def test_identical_runs_differ_by_zero(tmp_path):
@@ -140,10 +211,27 @@ def test_cli_outputs_keep_the_exit_code_and_write_html(tmp_path):
     from html.parser import HTMLParser
 
     _, _, expected = _two_runs(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "report", "diff", str(tmp_path / "old" / "report.json"),
-                           str(tmp_path / "new" / "report.json"), "--outputs", "--out", str(tmp_path / "d")],
-                          capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 0, proc.stderr  # no verdict moved: a changed or missing output does not fail it
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "report",
+            "diff",
+            str(tmp_path / "old" / "report.json"),
+            str(tmp_path / "new" / "report.json"),
+            "--outputs",
+            "--out",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, (
+        proc.stderr
+    )  # no verdict moved: a changed or missing output does not fail it
     assert f"{expected:.3g}" in proc.stdout and "NEW output file missing" in proc.stdout
     assert "gone [vllm-v2] not compared" in proc.stderr
     ids = set()

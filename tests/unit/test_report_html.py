@@ -18,24 +18,65 @@ def _m(name, value, bound):
 
 
 def _res(case, status, metrics, family="fam-a", reason="", runner="vllm-v2", **kw):
-    return Result(case_id=case, family=family, task="embed", runner=runner, runner_label=f"{runner} label",
-                  status=status, reason=reason, metrics=metrics, **kw)
+    return Result(
+        case_id=case,
+        family=family,
+        task="embed",
+        runner=runner,
+        runner_label=f"{runner} label",
+        status=status,
+        reason=reason,
+        metrics=metrics,
+        **kw,
+    )
 
 
 def sample_report() -> Report:
     results = [
         _res("a-pass", "pass", [_m("max_abs", 1e-7, 1e-5), _m("cosine_distance", 0.0, 1e-6)]),
-        _res("b-close", "pass", [_m("max_abs", 9e-6, 1e-5), _m("rank_disagreement", 0.0, 0.0)], family="fam-b"),
-        _res("c-fail", "fail", [_m("max_abs", 3e-3, 1e-5), _m("info_only", 5.0, None)], family="fam-b",
-             reason="max_abs 0.003 > 1e-05"),
-        _res("d-error", "error", [], reason=f"worker died <script>alert(1)</script>\n--- worker log tail ---\n{TAIL}"),
-        _res("e-xfail", "xfail", [_m("max_abs", 0.5, 1e-5)], reason="expected divergence: known",
-             envelope={"max_abs": 0.6}),
+        _res(
+            "b-close",
+            "pass",
+            [_m("max_abs", 9e-6, 1e-5), _m("rank_disagreement", 0.0, 0.0)],
+            family="fam-b",
+        ),
+        _res(
+            "c-fail",
+            "fail",
+            [_m("max_abs", 3e-3, 1e-5), _m("info_only", 5.0, None)],
+            family="fam-b",
+            reason="max_abs 0.003 > 1e-05",
+        ),
+        _res(
+            "d-error",
+            "error",
+            [],
+            reason=f"worker died <script>alert(1)</script>\n--- worker log tail ---\n{TAIL}",
+        ),
+        _res(
+            "e-xfail",
+            "xfail",
+            [_m("max_abs", 0.5, 1e-5)],
+            reason="expected divergence: known",
+            envelope={"max_abs": 0.6},
+        ),
         _res("f-skip", "skip", [], reason="no model here"),
     ]
-    return Report(harness_version="0", matrix="m.yaml", matrix_sha256="abc123", device="cpu", started="t0",
-                  git_commit="deadbeef", command=["parity", "run", "-k", "a & b"], results=results,
-                  audit=[AuditRow(family="fam-a", case_id="a-pass", expected="v2", actual="v1", why="<no triton>")])
+    return Report(
+        harness_version="0",
+        matrix="m.yaml",
+        matrix_sha256="abc123",
+        device="cpu",
+        started="t0",
+        git_commit="deadbeef",
+        command=["parity", "run", "-k", "a & b"],
+        results=results,
+        audit=[
+            AuditRow(
+                family="fam-a", case_id="a-pass", expected="v2", actual="v1", why="<no triton>"
+            )
+        ],
+    )
 
 
 class Page(HTMLParser):
@@ -99,20 +140,30 @@ def test_every_section_and_one_mark_per_bounded_metric_against_the_bound_line():
             assert ratio == FLOOR and "floored" in mark["class"] and mark["x"] < page.bound
             continue
         assert math.isclose(ratio, m.value / m.bound, rel_tol=1e-5)
-        assert (mark["x"] > page.bound) == (m.value > m.bound)  # right of the line = outside the bound
+        assert (mark["x"] > page.bound) == (
+            m.value > m.bound
+        )  # right of the line = outside the bound
     # the 0.9-of-bound pass sits visibly closer to the line than the 1e-2 one
     near, far = marks[("b-close", "max_abs")]["x"], marks[("a-pass", "max_abs")]["x"]
     assert far < near < page.bound and page.bound - near < (page.bound - far) / 10
-    states = {k["data-case"]: k["class"].split()[1] for k in page.marks if k["data-metric"] == "max_abs"}
+    states = {
+        k["data-case"]: k["class"].split()[1] for k in page.marks if k["data-metric"] == "max_abs"
+    }
     assert states == {"a-pass": "ok", "b-close": "ok", "c-fail": "over", "e-xfail": "expected"}
 
 
 def test_failures_come_first_with_reasons_and_log_tails_folded():
     page = parse(to_html(sample_report()))
     text = "".join(page.texts)
-    assert text.index("c-fail") < text.index("a-pass") and text.index("d-error") < text.index("a-pass")
-    assert TAIL in "".join(page.details_text) and TAIL not in "".join(page.outside_details)  # folded
-    assert "worker died <script>alert(1)</script>" in "".join(page.outside_details)  # the reason itself is not
+    assert text.index("c-fail") < text.index("a-pass") and text.index("d-error") < text.index(
+        "a-pass"
+    )
+    assert TAIL in "".join(page.details_text) and TAIL not in "".join(
+        page.outside_details
+    )  # folded
+    assert "worker died <script>alert(1)</script>" in "".join(
+        page.outside_details
+    )  # the reason itself is not
     assert "max_abs 0.003 > 1e-05" in page.by_section["failures"]
 
 
@@ -130,10 +181,16 @@ def test_envelope_provenance_and_audit_are_shown():
     (xf,) = [r for r in report.results if r.status == "xfail"]
     env = xf.envelope["max_abs"]
     assert "e-xfail" in sections["divergences"] and f"{env:.3g}" in sections["divergences"]
-    assert f"{xf.metrics[0].value / env:.2g}" in sections["divergences"]  # how much of its envelope it uses
+    assert (
+        f"{xf.metrics[0].value / env:.2g}" in sections["divergences"]
+    )  # how much of its envelope it uses
     for fact in (report.git_commit, report.matrix_sha256, report.device, "parity run -k 'a & b'"):
         assert fact in sections["provenance"]
-    assert "a-pass" in sections["audit"] and "V1" in sections["audit"] and "<no triton>" in sections["audit"]
+    assert (
+        "a-pass" in sections["audit"]
+        and "V1" in sections["audit"]
+        and "<no triton>" in sections["audit"]
+    )
 
 
 def test_write_all_writes_the_page(tmp_path):

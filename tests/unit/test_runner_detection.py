@@ -20,8 +20,9 @@ class _RemoteEngine:
 
     def __init__(self, workers=None, fails=None):
         self.workers, self.fails = workers, fails
-        self.llm_engine = types.SimpleNamespace(engine_core=object(),
-                                                vllm_config=types.SimpleNamespace(use_v2_model_runner=True))
+        self.llm_engine = types.SimpleNamespace(
+            engine_core=object(), vllm_config=types.SimpleNamespace(use_v2_model_runner=True)
+        )
 
     def collective_rpc(self, method):
         if self.fails:
@@ -35,7 +36,9 @@ class _RemoteEngine:
 def test_in_process_engine_is_read_from_its_model_runner_class():
     worker = types.SimpleNamespace(worker=_worker("vllm.v1.worker.gpu_model_runner"))
     core = types.SimpleNamespace(model_executor=types.SimpleNamespace(driver_worker=worker))
-    llm = types.SimpleNamespace(llm_engine=types.SimpleNamespace(engine_core=types.SimpleNamespace(engine_core=core)))
+    llm = types.SimpleNamespace(
+        llm_engine=types.SimpleNamespace(engine_core=types.SimpleNamespace(engine_core=core))
+    )
     actual, evidence = _actual_runner(llm)
     assert actual == "v1" and "vllm.v1.worker.cpu_model_runner.CPUModelRunner" in evidence
 
@@ -45,8 +48,11 @@ def test_engine_in_another_process_is_asked_through_its_workers_not_the_flag():
     assert actual == "v1" and "asked of vLLM's workers" in evidence  # the flag says V2: not used
     actual, _ = _actual_runner(_RemoteEngine([_worker("vllm.v1.worker.gpu.model_runner")] * 2))
     assert actual == "v2"
-    actual, evidence = _actual_runner(_RemoteEngine([_worker("vllm.v1.worker.gpu.model_runner"),
-                                                     _worker("vllm.v1.worker.gpu_model_runner")]))
+    actual, evidence = _actual_runner(
+        _RemoteEngine(
+            [_worker("vllm.v1.worker.gpu.model_runner"), _worker("vllm.v1.worker.gpu_model_runner")]
+        )
+    )
     assert actual == "unknown" and "disagree" in evidence
 
 
@@ -67,11 +73,24 @@ def test_a_runner_read_only_from_a_server_log_is_marked_unproven_in_the_report()
     from harness.report.model import Report, Result
 
     def result(runner, proven):
-        return Result(case_id="c", family="f", task="embed", runner=runner, runner_label=f"{runner} label",
-                      status="pass", info={"runner_proven": proven})
+        return Result(
+            case_id="c",
+            family="f",
+            task="embed",
+            runner=runner,
+            runner_label=f"{runner} label",
+            status="pass",
+            info={"runner_proven": proven},
+        )
 
-    report = Report(harness_version="0", matrix="m", matrix_sha256="0", device="cpu", started="t",
-                    results=[result("vllm-serve-v2", False), result("vllm-v2", True)])
+    report = Report(
+        harness_version="0",
+        matrix="m",
+        matrix_sha256="0",
+        device="cpu",
+        started="t",
+        results=[result("vllm-serve-v2", False), result("vllm-v2", True)],
+    )
     md = to_markdown(report)
     assert "not read from the engine (server log only, unproven) for: vllm-serve-v2 label" in md
     assert "vllm-v2 label" not in md.split("unproven) for:")[1].splitlines()[0]

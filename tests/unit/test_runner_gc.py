@@ -52,4 +52,6 @@ def test_what_is_alive_before_a_load_is_frozen_and_garbage_is_not():
     del dropped
     freeze_what_is_alive()
     assert dropped_ref() is None  # collected, not frozen forever
-    assert not any(o is kept for o in gc.get_objects())  # in the permanent generation: never scanned
+    assert not any(
+        o is kept for o in gc.get_objects()
+    )  # in the permanent generation: never scanned

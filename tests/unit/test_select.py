@@ -7,9 +7,9 @@ import subprocess
 import pytest
 
 from harness.cli import main
+from harness.run.matrices import load_matrix
 from harness.select.rows import SelectionError, git_changed_files, narrow, select
 from harness.select.vllm_source import SourceError, VllmSource
-from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 
 # A vLLM source tree in miniature: the registry, model modules that import each other, both model
@@ -20,9 +20,10 @@ FAKE_VLLM = {
         '_EMBEDDING_MODELS = {"BertModel": ("bert", "BertEmbeddingModel")}\n'
         '_TEXT_GENERATION_MODELS = {"Qwen2ForCausalLM": ("qwen2", "Qwen2ForCausalLM"),\n'
         '                           "LlamaForCausalLM": ("llama", "LlamaForCausalLM")}\n'
-        '_LATE_INTERACTION_MODELS = {"HF_ColBERT": ("colbert", "ColBERTModel")}\n'),
+        '_LATE_INTERACTION_MODELS = {"HF_ColBERT": ("colbert", "ColBERTModel")}\n'
+    ),
     "vllm/config/model.py": '_SUFFIX_TO_DEFAULTS = [("ForCausalLM", ("generate", "none")),\n'
-                            '    ("ForSequenceClassification", ("pooling", "classify")), ("Model", ("pooling", "embed"))]\n',
+    '    ("ForSequenceClassification", ("pooling", "classify")), ("Model", ("pooling", "embed"))]\n',
     "vllm/model_executor/models/__init__.py": "",
     "vllm/model_executor/models/bert.py": "from .utils import x\n",
     "vllm/model_executor/models/colbert.py": "from vllm.model_executor.models.bert import BertModel\n",
@@ -30,8 +31,8 @@ FAKE_VLLM = {
     "vllm/model_executor/models/llama.py": "",
     # read by name (vllm/config/), imported by no model module: MODELS_CONFIG_MAP's keys decide
     "vllm/model_executor/models/config.py": "class Fix:\n    pass\nclass ColFix(Fix):\n    pass\n"
-                                            'MODELS_CONFIG_MAP = {"HF_ColBERT": ColFix,\n'
-                                            '                     "GteModel": Fix}\n',
+    'MODELS_CONFIG_MAP = {"HF_ColBERT": ColFix,\n'
+    '                     "GteModel": Fix}\n',
     "vllm/model_executor/models/loaded_by_name.py": "",  # no registered module imports it
     "vllm/model_executor/models/utils.py": "",
     "vllm/model_executor/models/adapters.py": "",
@@ -45,7 +46,7 @@ FAKE_VLLM = {
     "vllm/entrypoints/pooling/scoring/io_processor.py": "",
     "vllm/entrypoints/pooling/embed/serving.py": "",
     "vllm/entrypoints/openai/api_server.py": "from vllm.entrypoints.pooling.scoring import io_processor\n"
-                                             "from vllm.entrypoints.pooling.embed import serving\n",
+    "from vllm.entrypoints.pooling.embed import serving\n",
 }
 
 MATRIX = """
@@ -96,12 +97,21 @@ def _case_ids(rows):
 
 
 def test_model_file_selects_the_cases_whose_module_imports_it(matrix, fake_vllm):
-    assert _case_ids(_rows(matrix, fake_vllm, "vllm/model_executor/models/bert.py")) == \
-        {"bert-embed", "bert-embed@shuffle", "colbert-tokens"}  # colbert.py imports bert.py
+    assert _case_ids(_rows(matrix, fake_vllm, "vllm/model_executor/models/bert.py")) == {
+        "bert-embed",
+        "bert-embed@shuffle",
+        "colbert-tokens",
+    }  # colbert.py imports bert.py
     # qwen2.py imports utils.py inside a function; Qwen2ForSequenceClassification is converted
-    assert _case_ids(_rows(matrix, fake_vllm, "vllm/model_executor/models/utils.py")) == \
-        {"bert-embed", "bert-embed@shuffle", "colbert-tokens", "qwen2-rerank"}
-    assert _case_ids(_rows(matrix, fake_vllm, "vllm/model_executor/models/adapters.py")) == {"qwen2-rerank"}
+    assert _case_ids(_rows(matrix, fake_vllm, "vllm/model_executor/models/utils.py")) == {
+        "bert-embed",
+        "bert-embed@shuffle",
+        "colbert-tokens",
+        "qwen2-rerank",
+    }
+    assert _case_ids(_rows(matrix, fake_vllm, "vllm/model_executor/models/adapters.py")) == {
+        "qwen2-rerank"
+    }
     sel = select(matrix, matrix.cases, ["vllm/model_executor/models/llama.py"], "vllm", fake_vllm)
     assert not sel.rows and "no case" in sel.effects[0].reason
 
@@ -120,17 +130,32 @@ def test_a_model_file_no_registered_module_imports_selects_every_case(matrix, fa
 
 def test_model_rows_are_vllm_rows_never_the_reference(matrix, fake_vllm):
     rows = _rows(matrix, fake_vllm, "vllm/model_executor/models/qwen2.py")
-    assert {r for c, r in rows} == {"vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-v1", "vllm-serve-v2"}
+    assert {r for c, r in rows} == {
+        "vllm-v1",
+        "vllm-v2",
+        "vllm-auto",
+        "vllm-serve-v1",
+        "vllm-serve-v2",
+    }
 
 
 def test_each_model_runner_selects_its_own_rows(matrix, fake_vllm):
     v1 = _rows(matrix, fake_vllm, "vllm/v1/worker/gpu_model_runner.py")
-    assert {r for _, r in v1} == {"vllm-v1", "vllm-serve-v1"}  # vllm-auto is expected to pick V2 here
+    assert {r for _, r in v1} == {
+        "vllm-v1",
+        "vllm-serve-v1",
+    }  # vllm-auto is expected to pick V2 here
     v2 = _rows(matrix, fake_vllm, "vllm/v1/worker/gpu/pool/pooling_runner.py")
     assert {r for _, r in v2} == {"vllm-v2", "vllm-auto", "vllm-serve-v2"}
     assert ("bert-embed@shuffle", "vllm-v2") in v2  # derived check cases run on the runners too
     shared = _rows(matrix, fake_vllm, "vllm/v1/worker/cpu_worker.py")
-    assert {r for _, r in shared} == {"vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-v1", "vllm-serve-v2"}
+    assert {r for _, r in shared} == {
+        "vllm-v1",
+        "vllm-v2",
+        "vllm-auto",
+        "vllm-serve-v1",
+        "vllm-serve-v2",
+    }
 
 
 def test_entrypoints_select_their_api_and_offline_or_server_rows(matrix, fake_vllm):
@@ -143,8 +168,13 @@ def test_entrypoints_select_their_api_and_offline_or_server_rows(matrix, fake_vl
 
 
 def test_docs_select_nothing_and_unknown_files_select_everything(matrix, fake_vllm):
-    sel = select(matrix, matrix.cases, ["docs/models/pooling.md", "tests/models/test_x.py", ".buildkite/a.yaml"],
-                 "vllm", fake_vllm)
+    sel = select(
+        matrix,
+        matrix.cases,
+        ["docs/models/pooling.md", "tests/models/test_x.py", ".buildkite/a.yaml"],
+        "vllm",
+        fake_vllm,
+    )
     assert not sel.rows and {e.rule for e in sel.effects} == {"no-behaviour"}
     assert "nothing selected" in sel.summary()
     everything = _rows(matrix, fake_vllm, "vllm/v1/core/sched/scheduler.py")
@@ -167,17 +197,23 @@ def test_project_files(matrix, fake_vllm, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     golden = _rows(matrix, fake_vllm, "golden/qwen2-rerank/manifest.json", origin="any")
     assert _case_ids(golden) == {"qwen2-rerank"} and ("qwen2-rerank", "hf") in golden
-    assert len(_case_ids(_rows(matrix, fake_vllm, "m.yaml", origin="any"))) == 4  # its defaults reach all
+    assert (
+        len(_case_ids(_rows(matrix, fake_vllm, "m.yaml", origin="any"))) == 4
+    )  # its defaults reach all
     assert len(_case_ids(_rows(matrix, fake_vllm, "harness/judge/compare.py", origin="any"))) == 4
     monkeypatch.chdir(ROOT)
     ref = _rows(matrix, fake_vllm, "harness/models/refmodels.py", origin="any")
-    assert _case_ids(ref) == {"colbert-tokens"}  # HF_ColBERT is a reference architecture; BERT is not
+    assert _case_ids(ref) == {
+        "colbert-tokens"
+    }  # HF_ColBERT is a reference architecture; BERT is not
 
 
 def test_a_matrix_file_selects_the_cases_it_defines(tmp_path, fake_vllm, monkeypatch):
     head, cases = MATRIX.split("cases:\n")
     (tmp_path / "matrices").mkdir()
-    (tmp_path / "matrices" / "top.yaml").write_text("include: [cases.yaml]\nfamilies: {f: {}}\n" + head)
+    (tmp_path / "matrices" / "top.yaml").write_text(
+        "include: [cases.yaml]\nfamilies: {f: {}}\n" + head
+    )
     (tmp_path / "matrices" / "cases.yaml").write_text("cases:\n" + cases.split("families:")[0])
     (tmp_path / "matrices" / "other.yaml").write_text("cases: []\n")
     monkeypatch.chdir(tmp_path)
@@ -192,7 +228,9 @@ def test_narrow_keeps_the_reference_and_only_selected_runners(matrix, fake_vllm)
     sel = select(matrix, matrix.cases, ["vllm/v1/worker/gpu_model_runner.py"], "vllm", fake_vllm)
     narrowed = {c.id: c.runners for c in narrow(matrix.cases, sel)}
     assert narrowed["bert-embed"] == ["hf", "vllm-v1", "vllm-serve-v1"]
-    assert narrow(matrix.cases, select(matrix, matrix.cases, ["README.md"], "vllm", fake_vllm)) == []
+    assert (
+        narrow(matrix.cases, select(matrix, matrix.cases, ["README.md"], "vllm", fake_vllm)) == []
+    )
 
 
 def test_clear_errors(tmp_path):
@@ -207,7 +245,9 @@ def test_clear_errors(tmp_path):
         git_changed_files("no-such-ref..HEAD", repo)
 
 
-def test_vllm_diff_reads_git_and_the_cli_reports_empty_selections(tmp_path, fake_vllm, matrix, capsys):
+def test_vllm_diff_reads_git_and_the_cli_reports_empty_selections(
+    tmp_path, fake_vllm, matrix, capsys
+):
     repo = fake_vllm.root
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -218,33 +258,83 @@ def test_vllm_diff_reads_git_and_the_cli_reports_empty_selections(tmp_path, fake
     (repo / "vllm/model_executor/models/bert.py").write_text("# changed\n")
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "change"], check=True)
-    assert git_changed_files("HEAD~1..HEAD", repo) == ["docs/x.md", "vllm/model_executor/models/bert.py"]
-    code = main(["select", "-m", matrix.path, "--vllm-diff", "HEAD~1..HEAD", "--vllm-repo", str(repo), "--json"])
+    assert git_changed_files("HEAD~1..HEAD", repo) == [
+        "docs/x.md",
+        "vllm/model_executor/models/bert.py",
+    ]
+    code = main(
+        [
+            "select",
+            "-m",
+            matrix.path,
+            "--vllm-diff",
+            "HEAD~1..HEAD",
+            "--vllm-repo",
+            str(repo),
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and {r["case"] for r in out["rows"]} == {"bert-embed", "bert-embed@shuffle", "colbert-tokens"}
+    assert code == 0 and {r["case"] for r in out["rows"]} == {
+        "bert-embed",
+        "bert-embed@shuffle",
+        "colbert-tokens",
+    }
     assert {f["path"]: f["rule"] for f in out["files"]}["docs/x.md"] == "no-behaviour"
-    code = main(["select", "-m", matrix.path, "--changed-files", "docs/x.md", "--vllm-repo", str(repo)])
+    code = main(
+        ["select", "-m", matrix.path, "--changed-files", "docs/x.md", "--vllm-repo", str(repo)]
+    )
     assert code == 4 and "NOTHING SELECTED" in capsys.readouterr().out
-    code = main(["run", "-m", matrix.path, "--changed-files", "docs/x.md", "--vllm-repo", str(repo),
-                 "--out", str(tmp_path / "run")])
+    code = main(
+        [
+            "run",
+            "-m",
+            matrix.path,
+            "--changed-files",
+            "docs/x.md",
+            "--vllm-repo",
+            str(repo),
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert code == 4 and report["selection"]["change"]["rows"] == 0 and report["results"] == []
-    assert main(["select", "-m", matrix.path, "--vllm-diff", "nope..HEAD", "--vllm-repo", str(repo)]) == 2
+    assert (
+        main(["select", "-m", matrix.path, "--vllm-diff", "nope..HEAD", "--vllm-repo", str(repo)])
+        == 2
+    )
 
 
 # A real vLLM pull request, read against the installed vLLM's source: #47772 ("Align CrossEncoder
 # token type ids after truncation") changed vllm/entrypoints/pooling/scoring/io_processor.py.
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM's source (vllm installed)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None, reason="needs vLLM's source (vllm installed)"
+)
 def test_pr_47772_selects_the_score_cases_of_the_default_matrix():
     matrix = load_matrix(ROOT / "matrices/pooling.yaml")
-    sel = select(matrix, matrix.cases, ["vllm/entrypoints/pooling/scoring/io_processor.py"], "vllm",
-                 VllmSource.locate(None))
+    sel = select(
+        matrix,
+        matrix.cases,
+        ["vllm/entrypoints/pooling/scoring/io_processor.py"],
+        "vllm",
+        VllmSource.locate(None),
+    )
     selected = {c for c, _ in sel.rows}
     score_cases = {c.id for c in matrix.cases if c.task == "score"}
     assert {c.split("@")[0] for c in selected} == score_cases
     assert "qwen2-tiny-rerank-score-long" in selected and "bert-tiny-mean-embed" not in selected
-    assert {r for _, r in sel.rows} <= {"vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-v1", "vllm-serve-v2"}  # no hf
-    assert ("serve-bert-tiny-cross-encoder-rerank", "vllm-serve-v2") in sel.rows  # the /rerank the PR fixed
+    assert {r for _, r in sel.rows} <= {
+        "vllm-v1",
+        "vllm-v2",
+        "vllm-auto",
+        "vllm-serve-v1",
+        "vllm-serve-v2",
+    }  # no hf
+    assert (
+        "serve-bert-tiny-cross-encoder-rerank",
+        "vllm-serve-v2",
+    ) in sel.rows  # the /rerank the PR fixed
 
 
 # vLLM 0.32's vllm/config/{model,vllm}.py look each architecture up in MODELS_CONFIG_MAP
@@ -269,16 +359,33 @@ def test_models_config_py_selects_exactly_the_cases_it_configures_on_vllm_0_32()
         if arch is None or case.engine.get("model_impl") == "transformers":
             configured = False
         else:
-            registered = next((a for a in (arch, arch.replace("Model", "ForCausalLM"))
-                               if a in ModelRegistry.get_supported_archs()), None)
+            registered = next(
+                (
+                    a
+                    for a in (arch, arch.replace("Model", "ForCausalLM"))
+                    if a in ModelRegistry.get_supported_archs()
+                ),
+                None,
+            )
             # the class is imported only when the map does not decide (jina_vl needs torchvision)
-            configured = arch in MODELS_CONFIG_MAP or registered in MODELS_CONFIG_MAP or (
-                registered is not None and is_hybrid(ModelRegistry._try_load_model_cls(registered)))
+            configured = (
+                arch in MODELS_CONFIG_MAP
+                or registered in MODELS_CONFIG_MAP
+                or (
+                    registered is not None
+                    and is_hybrid(ModelRegistry._try_load_model_cls(registered))
+                )
+            )
         imports_it = "vllm/model_executor/models/config.py" in (facts.model_files or ())
         if configured or imports_it:
             expected.add(case.id)
     assert {c.split("@")[0] for c, _ in sel.rows} == expected
-    for must in ("jina-vl-tiny-text-rerank", "colbert-jina-tiny-token-embed", "qwen2-tiny-reward",
-                 "qwen2-tiny-prm-step-reward", "colbert-lfm2-tiny-conv-token-embed"):
+    for must in (
+        "jina-vl-tiny-text-rerank",
+        "colbert-jina-tiny-token-embed",
+        "qwen2-tiny-reward",
+        "qwen2-tiny-prm-step-reward",
+        "colbert-lfm2-tiny-conv-token-embed",
+    ):
         assert must in expected
     assert "bert-tiny-mean-embed" not in expected

@@ -14,31 +14,53 @@ import pytest
 
 from harness.judge.compare import measure
 from harness.judge.verdict import check_not_in_effect, judge
+from harness.matrix.checks import expand_checks
+from harness.matrix.inputs import input_set
+from harness.matrix.runner_names import model_runner_variant, runner_kind
+from harness.matrix.schema import Case, MatrixError, Tolerance
+from harness.run.matrices import load_matrix
 from harness.runners import serve_decode
 from harness.runners.platform import Platform
 from harness.runners.serve import ServerFailure, ServeRunner, cli_args, free_port, runner_from_log
-from harness.matrix.checks import expand_checks
-from harness.matrix.inputs import input_set
-from harness.run.matrices import load_matrix
-from harness.matrix.runner_names import model_runner_variant, runner_kind
-from harness.matrix.schema import Case, MatrixError, Tolerance
 
 
 def test_engine_kwargs_become_server_flags():
-    flags = cli_args({"enforce_eager": True, "enable_prefix_caching": False, "kv_cache_memory_bytes": 64,
-                      "pooler_config": {"step_tag_id": 4711}, "model_impl": "transformers", "skip": None})
-    assert flags == ["--enforce-eager", "--no-enable-prefix-caching", "--kv-cache-memory-bytes", "64",
-                     "--pooler-config", '{"step_tag_id": 4711}', "--model-impl", "transformers"]
+    flags = cli_args(
+        {
+            "enforce_eager": True,
+            "enable_prefix_caching": False,
+            "kv_cache_memory_bytes": 64,
+            "pooler_config": {"step_tag_id": 4711},
+            "model_impl": "transformers",
+            "skip": None,
+        }
+    )
+    assert flags == [
+        "--enforce-eager",
+        "--no-enable-prefix-caching",
+        "--kv-cache-memory-bytes",
+        "64",
+        "--pooler-config",
+        '{"step_tag_id": 4711}',
+        "--model-impl",
+        "transformers",
+    ]
 
 
 def test_runner_names_and_environment():
-    assert runner_kind("vllm-serve-v2") == ("vllm-serve", "v2") and runner_kind("vllm-v2") == ("vllm", "v2")
+    assert runner_kind("vllm-serve-v2") == ("vllm-serve", "v2") and runner_kind("vllm-v2") == (
+        "vllm",
+        "v2",
+    )
     assert model_runner_variant("vllm-serve-auto") == "auto" and model_runner_variant("hf") is None
     env = Platform("cpu").worker_env("vllm-serve-v2")
     assert env["VLLM_USE_V2_MODEL_RUNNER"] == "1" and env["TRITON_INTERPRET"] == "1"
     assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] is None  # a server keeps vLLM's own process layout
     assert Platform("cpu").worker_env("vllm-serve-v1")["VLLM_USE_V2_MODEL_RUNNER"] == "0"
-    assert Platform("cpu").runner_label("vllm-serve-v2", "v2") == "vLLM serve V2 on CPU, interpreted Triton kernels"
+    assert (
+        Platform("cpu").runner_label("vllm-serve-v2", "v2")
+        == "vLLM serve V2 on CPU, interpreted Triton kernels"
+    )
 
 
 def test_the_model_runner_is_read_from_the_server_log():
@@ -62,7 +84,11 @@ SCORE_TOL = Tolerance(max_abs=1e-5, max_rel=1e-4, rank_disagreement=0.0)
 
 
 def _score(query: str, doc: str) -> float:
-    return float(np.random.default_rng(int.from_bytes(hashlib.sha256(f"{query}|{doc}".encode()).digest()[:4], "little")).random())
+    return float(
+        np.random.default_rng(
+            int.from_bytes(hashlib.sha256(f"{query}|{doc}".encode()).digest()[:4], "little")
+        ).random()
+    )
 
 
 class _Alive:
@@ -82,10 +108,17 @@ def _served(handler) -> ServeRunner:
 def _rerank_server(fault: str = ""):
     async def handler(request: httpx.Request) -> httpx.Response:
         assert request.url.path == "/rerank"
-        await asyncio.sleep(0.001)  # a server takes time: the other groups' requests go out meanwhile
+        await asyncio.sleep(
+            0.001
+        )  # a server takes time: the other groups' requests go out meanwhile
         body = json.loads(request.content)
-        results = sorted(({"index": k, "document": {"text": d}, "relevance_score": _score(body["query"], d)}
-                          for k, d in enumerate(body["documents"])), key=lambda r: -r["relevance_score"])
+        results = sorted(
+            (
+                {"index": k, "document": {"text": d}, "relevance_score": _score(body["query"], d)}
+                for k, d in enumerate(body["documents"])
+            ),
+            key=lambda r: -r["relevance_score"],
+        )
         if fault in ("swap-index", "swap-result"):  # two results claim each other's document
             a, b = results[0], results[1]
             a["index"], b["index"] = b["index"], a["index"]
@@ -93,33 +126,61 @@ def _rerank_server(fault: str = ""):
                 a["document"], b["document"] = b["document"], a["document"]
         if fault == "top-n-ignored":
             body["top_n"] = 0
-        tokens = sum(len(_ids(f"{body['query']} {d}")) for d in body["documents"]) + (fault == "usage-off")
-        return httpx.Response(200, json={"results": results[:body.get("top_n") or None], "usage": {"prompt_tokens": tokens}})
+        tokens = sum(len(_ids(f"{body['query']} {d}")) for d in body["documents"]) + (
+            fault == "usage-off"
+        )
+        return httpx.Response(
+            200,
+            json={
+                "results": results[: body.get("top_n") or None],
+                "usage": {"prompt_tokens": tokens},
+            },
+        )
+
     return handler
 
 
 def _rerank_measure(fault: str = "", top_n: int | None = 2):
     runner = _served(_rerank_server(fault))
-    got = runner.run("score", [list(p) for p in PAIRS], {"api": "rerank", "top_n": top_n, "max_in_flight": 4})
+    got = runner.run(
+        "score", [list(p) for p in PAIRS], {"api": "rerank", "top_n": top_n, "max_in_flight": 4}
+    )
     ref = [np.asarray([_score(q, d)], dtype=np.float32) for q, d in PAIRS]
     ref_ids = [_ids(f"{q} {d}") for q, d in PAIRS]
-    return measure(SCORE_TOL, ("max_abs", "max_rel", "rank_disagreement"), ref, got, PAIRS, ref_ids, None, runner.last_meta)
+    return measure(
+        SCORE_TOL,
+        ("max_abs", "max_rel", "rank_disagreement"),
+        ref,
+        got,
+        PAIRS,
+        ref_ids,
+        None,
+        runner.last_meta,
+    )
 
 
 def test_a_rerank_answer_matching_the_reference_passes_with_its_checks_named():
     m = _rerank_measure()
     assert m.problem is None and all(x.ok for x in m.metrics), m
-    assert m.notes["rerank"] == ("rerank: 6 query groups ranked as the reference, results matched by index; "
-                                 "top_n=2 returned each group's top 2")
-    assert m.notes["usage"] == "usage.prompt_tokens equal to the reference's token count for 24 of 24 items"
+    assert m.notes["rerank"] == (
+        "rerank: 6 query groups ranked as the reference, results matched by index; "
+        "top_n=2 returned each group's top 2"
+    )
+    assert (
+        m.notes["usage"]
+        == "usage.prompt_tokens equal to the reference's token count for 24 of 24 items"
+    )
 
 
-@pytest.mark.parametrize("fault, expected", [
-    ("swap-index", "carries another document's text (index mapped wrongly)"),
-    ("swap-result", "the server ranks items"),
-    ("top-n-ignored", "top_n=2 returned 4 documents for 4, expected 2"),
-    ("usage-off", "usage.prompt_tokens of /rerank query group 0 (items [0, 1, 2, 3]) is "),
-])
+@pytest.mark.parametrize(
+    "fault, expected",
+    [
+        ("swap-index", "carries another document's text (index mapped wrongly)"),
+        ("swap-result", "the server ranks items"),
+        ("top-n-ignored", "top_n=2 returned 4 documents for 4, expected 2"),
+        ("usage-off", "usage.prompt_tokens of /rerank query group 0 (items [0, 1, 2, 3]) is "),
+    ],
+)
 def test_a_reordered_or_untruncated_rerank_answer_fails(fault, expected):
     m = _rerank_measure(fault)
     assert m.problem is not None and expected in m.problem, m.problem
@@ -138,7 +199,10 @@ def test_rerank_results_are_matched_by_index_not_position():
 def test_a_rerank_index_out_of_range_is_the_servers_error():
     def handler(request):
         return httpx.Response(200, json={"results": [{"index": 9, "relevance_score": 0.5}]})
-    with pytest.raises(ServerFailure, match=r"result 0 has index 9; expected each of 0..3 at most once"):
+
+    with pytest.raises(
+        ServerFailure, match=r"result 0 has index 9; expected each of 0..3 at most once"
+    ):
         _served(handler).run("score", [list(p) for p in PAIRS], {"api": "rerank"})
 
 
@@ -152,8 +216,15 @@ def test_rerank_needs_a_score_case_and_top_n_needs_rerank(write_matrix):
 
 
 def _case(task: str, tolerance: Tolerance = SCORE_TOL):
-    return Case(id="c", family="f", task=task, model={"source": "synthetic", "arch": "BertModel"}, inputs="short-texts",
-                runners=["hf", "vllm-serve-v1"], tolerances={"float32": tolerance})
+    return Case(
+        id="c",
+        family="f",
+        task=task,
+        model={"source": "synthetic", "arch": "BertModel"},
+        inputs="short-texts",
+        runners=["hf", "vllm-serve-v1"],
+        tolerances={"float32": tolerance},
+    )
 
 
 TEXTS = input_set("short-texts").items
@@ -165,7 +236,9 @@ def _ids(text: str) -> list[int]:
 
 
 def _vector(text: str) -> list[float]:
-    return [float(x) for x in np.random.default_rng(len(text) * 7919 + len(text.split())).normal(size=8)]
+    return [
+        float(x) for x in np.random.default_rng(len(text) * 7919 + len(text.split())).normal(size=8)
+    ]
 
 
 def _embed_server(usage_offset: int = 0):
@@ -174,8 +247,14 @@ def _embed_server(usage_offset: int = 0):
         if request.url.path == "/tokenize":
             return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
         n = len(_ids(body["input"])) + usage_offset * (body["input"] == TEXTS[3])
-        return httpx.Response(200, json={"data": [{"embedding": _vector(body["input"])}],
-                                         "usage": {"prompt_tokens": n, "total_tokens": n}})
+        return httpx.Response(
+            200,
+            json={
+                "data": [{"embedding": _vector(body["input"])}],
+                "usage": {"prompt_tokens": n, "total_tokens": n},
+            },
+        )
+
     return handler
 
 
@@ -183,20 +262,34 @@ def _embed_measure(handler, options: dict | None = None):
     runner = _served(handler)
     got = runner.run("embed", list(TEXTS), options or {})
     ref = [np.asarray(_vector(t), dtype=np.float32) for t in TEXTS]
-    return measure(EMBED_TOL, ("cosine_distance", "max_abs"), ref, got, TEXTS, [_ids(t) for t in TEXTS],
-                   [m["prompt_token_ids"] for m in runner.last_meta], runner.last_meta)
+    return measure(
+        EMBED_TOL,
+        ("cosine_distance", "max_abs"),
+        ref,
+        got,
+        TEXTS,
+        [_ids(t) for t in TEXTS],
+        [m["prompt_token_ids"] for m in runner.last_meta],
+        runner.last_meta,
+    )
 
 
 def test_usage_prompt_tokens_equal_to_the_reference_token_count_is_noted():
     m = _embed_measure(_embed_server())
     assert m.problem is None and all(x.ok for x in m.metrics)
-    assert m.notes["usage"] == f"usage.prompt_tokens equal to the reference's token count for {len(TEXTS)} of {len(TEXTS)} items"
+    assert (
+        m.notes["usage"]
+        == f"usage.prompt_tokens equal to the reference's token count for {len(TEXTS)} of {len(TEXTS)} items"
+    )
 
 
 def test_usage_prompt_tokens_off_by_one_fails_naming_the_item():
     m = _embed_measure(_embed_server(usage_offset=1))
     n = len(_ids(TEXTS[3]))
-    assert m.problem == f"usage.prompt_tokens of item 3 is {n + 1}, but the reference ran {n} tokens (input {TEXTS[3]!r})"
+    assert (
+        m.problem
+        == f"usage.prompt_tokens of item 3 is {n + 1}, but the reference ran {n} tokens (input {TEXTS[3]!r})"
+    )
     assert judge(_case("embed", EMBED_TOL), "vllm-serve-v1", m).status == "fail"
 
 
@@ -225,7 +318,10 @@ def _delayed_embed_server(swap_pairs: bool = False):
                 except asyncio.TimeoutError:
                     waiting.remove((text, box))
         n = len(_ids(body["input"]))
-        return httpx.Response(200, json={"data": [{"embedding": _vector(text)}], "usage": {"prompt_tokens": n}})
+        return httpx.Response(
+            200, json={"data": [{"embedding": _vector(text)}], "usage": {"prompt_tokens": n}}
+        )
+
     return handler
 
 
@@ -247,20 +343,36 @@ def test_a_server_that_swaps_concurrent_answers_fails_concurrent_and_passes_sequ
     assert judge(_case("embed", EMBED_TOL), "vllm-serve-v1", alone).status == "pass"
 
 
-@pytest.mark.parametrize("check, peak, error", [
-    ("concurrent", 16, None),
-    ("concurrent", 1, "did not take effect: at most 1 requests were in flight at once "
-                      "(more than one needed)"),
-    ("sequential", 1, None),
-    ("sequential", 3, "did not take effect: at most 3 requests were in flight at once "
-                      "(exactly one needed)"),
-    ("sequential", None, "did not take effect: at most None requests were in flight at once "
-                         "(exactly one needed)"),
-])
+@pytest.mark.parametrize(
+    "check, peak, error",
+    [
+        ("concurrent", 16, None),
+        (
+            "concurrent",
+            1,
+            "did not take effect: at most 1 requests were in flight at once (more than one needed)",
+        ),
+        ("sequential", 1, None),
+        (
+            "sequential",
+            3,
+            "did not take effect: at most 3 requests were in flight at once (exactly one needed)",
+        ),
+        (
+            "sequential",
+            None,
+            "did not take effect: at most None requests were in flight at once "
+            "(exactly one needed)",
+        ),
+    ],
+)
 def test_a_concurrency_check_must_prove_it_took_effect(check, peak, error):
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": [check]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
-    assert derived.runners == ["vllm-serve-v1"] and derived.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
+    assert (
+        derived.runners == ["vllm-serve-v1"]
+        and derived.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
+    )
     # the server's own counts: some step held 2+ (concurrent), every step held one (sequential)
     batched = {"engine_steps": 3 if check == "concurrent" else 24, "requests_finished": 24}
     requests = {"peak_in_flight": peak, "server_metrics": batched}
@@ -278,14 +390,18 @@ def _metered_embed_server(per_step: int, metrics: bool = True):
         if request.url.path == "/metrics":
             if not metrics:
                 return httpx.Response(404, text="Not Found")
-            return httpx.Response(200, text=(
-                "# TYPE vllm:iteration_tokens_total histogram\n"
-                'vllm:iteration_tokens_total_count{engine="0",model_name="m"} '
-                f'{count["steps"]}.0\n'
-                'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} '
-                f'{count["done"]}.0\n'
-                'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} '
-                '0.0\n'))
+            return httpx.Response(
+                200,
+                text=(
+                    "# TYPE vllm:iteration_tokens_total histogram\n"
+                    'vllm:iteration_tokens_total_count{engine="0",model_name="m"} '
+                    f"{count['steps']}.0\n"
+                    'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} '
+                    f"{count['done']}.0\n"
+                    'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} '
+                    "0.0\n"
+                ),
+            )
         body = json.loads(request.content)
         if request.url.path == "/tokenize":
             return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
@@ -293,20 +409,38 @@ def _metered_embed_server(per_step: int, metrics: bool = True):
         if count["done"] % per_step == 0:
             count["steps"] += 1
         count["done"] += 1
-        return httpx.Response(200, json={"data": [{"embedding": _vector(body["input"])}],
-                                         "usage": {"prompt_tokens": len(_ids(body["input"]))}})
+        return httpx.Response(
+            200,
+            json={
+                "data": [{"embedding": _vector(body["input"])}],
+                "usage": {"prompt_tokens": len(_ids(body["input"]))},
+            },
+        )
+
     return handler
 
 
-@pytest.mark.parametrize("per_step, metrics, error", [
-    (4, True, None),
-    (1, True, "the server finished 24 requests in 24 engine steps, so no step is known to have "
-              "held more than one"),
-    (4, False, "the server's /metrics could not be read (HTTPStatusError: Client error "
-               "'404 Not Found'"),
-])
-def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(tmp_path, per_step,
-                                                                            metrics, error):
+@pytest.mark.parametrize(
+    "per_step, metrics, error",
+    [
+        (4, True, None),
+        (
+            1,
+            True,
+            "the server finished 24 requests in 24 engine steps, so no step is known to have "
+            "held more than one",
+        ),
+        (
+            4,
+            False,
+            "the server's /metrics could not be read (HTTPStatusError: Client error "
+            "'404 Not Found'",
+        ),
+    ],
+)
+def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(
+    tmp_path, per_step, metrics, error
+):
     from harness.runners.worker import _requests
 
     runner = _served(_metered_embed_server(per_step, metrics))
@@ -314,9 +448,11 @@ def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(tmp
     requests = _requests(runner, str(tmp_path / "out"))
     assert requests["peak_in_flight"] == 16  # the client had 16 in flight every time
     if metrics:
-        assert requests["server_metrics"] == {"engine_steps": 24 // per_step,
-                                              "requests_finished": 24,
-                                              "peak_batch_at_least": per_step}
+        assert requests["server_metrics"] == {
+            "engine_steps": 24 // per_step,
+            "requests_finished": 24,
+            "peak_batch_at_least": per_step,
+        }
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["concurrent"]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
     reason = check_not_in_effect(derived, {"requests": requests})
@@ -338,11 +474,14 @@ def test_sequential_is_an_error_when_the_server_counts_more_requests_than_steps(
     odd = _served(_metered_embed_server(4))
     odd.run("embed", list(TEXTS), {"max_in_flight": 1})
     reason = check_not_in_effect(derived, {"requests": _requests(odd, str(tmp_path / "b"))})
-    assert reason == ("invariance check sequential did not take effect: one request was in flight "
-                      "at a time, yet the server finished 24 requests in 6 engine steps")
+    assert reason == (
+        "invariance check sequential did not take effect: one request was in flight "
+        "at a time, yet the server finished 24 requests in 6 engine steps"
+    )
 
 
 # --- faults: each its own error, with the server's log tail ---
+
 
 def _b64(vector, dtype: str = "<f4") -> str:
     return base64.b64encode(np.asarray(vector, dtype=dtype).tobytes()).decode()
@@ -353,10 +492,19 @@ def _base64_server(cut_item: int | None = None, cut=lambda vector: _b64(vector))
         body = json.loads(request.content)
         if request.url.path == "/tokenize":
             return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
-        assert (body["encoding_format"], body["embed_dtype"], body["endianness"]) == ("base64", "float32", "little")
+        assert (body["encoding_format"], body["embed_dtype"], body["endianness"]) == (
+            "base64",
+            "float32",
+            "little",
+        )
         vector = _vector(body["input"])
-        payload = cut(vector) if cut_item is not None and body["input"] == TEXTS[cut_item] else _b64(vector)
+        payload = (
+            cut(vector)
+            if cut_item is not None and body["input"] == TEXTS[cut_item]
+            else _b64(vector)
+        )
         return httpx.Response(200, json={"data": [{"embedding": payload}]})
+
     return handler
 
 
@@ -369,20 +517,36 @@ def _with_log(runner: ServeRunner, tmp_path) -> ServeRunner:
 def test_http_500_is_an_error_naming_the_item_with_the_server_log_tail(tmp_path):
     def handler(request):
         return httpx.Response(500, text='{"error": "Internal Server Error"}')
+
     runner = _with_log(_served(handler), tmp_path)
     with pytest.raises(ServerFailure) as e:
         runner.run("embed", list(TEXTS), {"shuffle_seed": 3})
-    assert re.match(r"HTTP 500 from /v1/embeddings for item \d+: \{\"error\": \"Internal Server Error\"\}", str(e.value))
-    assert str(e.value).endswith("--- server log tail ---\nINFO the server's own words\nERROR EngineCore failed: boom")
+    assert re.match(
+        r"HTTP 500 from /v1/embeddings for item \d+: \{\"error\": \"Internal Server Error\"\}",
+        str(e.value),
+    )
+    assert str(e.value).endswith(
+        "--- server log tail ---\nINFO the server's own words\nERROR EngineCore failed: boom"
+    )
 
 
-@pytest.mark.parametrize("cut, message", [
-    (lambda v: _b64(v)[:-4], "item 5: the base64 embedding decodes to 30 bytes, not a whole number of 4-byte float32 "
-                             "values (truncated?)"),
-    (lambda v: _b64(v)[:-3], "item 5: the base64 embedding (41 characters) does not decode"),
-    (lambda v: _b64(v[:-1]), "item 5: the base64 embedding decodes to 28 bytes, expected 32 (8 float32 values, "
-                             "as 23 of the 24 items have)"),
-], ids=["cut-mid-value", "cut-mid-group", "one-value-short"])
+@pytest.mark.parametrize(
+    "cut, message",
+    [
+        (
+            lambda v: _b64(v)[:-4],
+            "item 5: the base64 embedding decodes to 30 bytes, not a whole number of 4-byte float32 "
+            "values (truncated?)",
+        ),
+        (lambda v: _b64(v)[:-3], "item 5: the base64 embedding (41 characters) does not decode"),
+        (
+            lambda v: _b64(v[:-1]),
+            "item 5: the base64 embedding decodes to 28 bytes, expected 32 (8 float32 values, "
+            "as 23 of the 24 items have)",
+        ),
+    ],
+    ids=["cut-mid-value", "cut-mid-group", "one-value-short"],
+)
 def test_a_truncated_base64_payload_names_the_item_and_the_bytes_expected(tmp_path, cut, message):
     runner = _with_log(_served(_base64_server(cut_item=5, cut=cut)), tmp_path)
     with pytest.raises(ServerFailure, match=re.escape(message)) as e:
@@ -394,7 +558,9 @@ def test_base64_decoded_as_float32_matches_and_decoded_with_a_wrong_dtype_fails(
     assert len(TEXTS) == 24
     m = _embed_measure(_base64_server(), {"encoding_format": "base64"})
     assert m.problem is None and all(x.ok for x in m.metrics), m
-    monkeypatch.setattr(serve_decode, "EMBED_DTYPE", "<f2")  # seeded mutation: the bytes read as float16
+    monkeypatch.setattr(
+        serve_decode, "EMBED_DTYPE", "<f2"
+    )  # seeded mutation: the bytes read as float16
     m = _embed_measure(_base64_server(), {"encoding_format": "base64"})
     assert m.problem == "shape mismatch at item 0: reference [8], runner [16]"
     assert judge(_case("embed", EMBED_TOL), "vllm-serve-v1", m).status == "fail"
@@ -412,10 +578,18 @@ class _Exited:
 
 
 def test_a_connection_lost_to_a_server_that_exited_says_how_it_exited(tmp_path):
-    runner = _with_log(_served(lambda request: (_ for _ in ()).throw(httpx.RemoteProtocolError("peer closed"))), tmp_path)
-    runner.proc.poll = lambda: (setattr(runner, "proc", _Exited()), None)[1]  # alive at the start, dead after
-    with pytest.raises(ServerFailure, match=r"^server exited \(killed by SIGKILL.*\) during the case: request for "
-                                            r"item \d+ to /v1/embeddings failed with RemoteProtocolError: peer closed"):
+    runner = _with_log(
+        _served(lambda request: (_ for _ in ()).throw(httpx.RemoteProtocolError("peer closed"))),
+        tmp_path,
+    )
+    runner.proc.poll = lambda: (setattr(runner, "proc", _Exited()), None)[
+        1
+    ]  # alive at the start, dead after
+    with pytest.raises(
+        ServerFailure,
+        match=r"^server exited \(killed by SIGKILL.*\) during the case: request for "
+        r"item \d+ to /v1/embeddings failed with RemoteProtocolError: peer closed",
+    ):
         runner.run("embed", list(TEXTS), {})
 
 
@@ -425,10 +599,13 @@ def test_the_next_case_restarts_a_server_that_died(monkeypatch):
     monkeypatch.setattr(runner, "_launch", lambda: setattr(runner, "proc", _Alive()) or [])
     runner.run("embed", list(TEXTS), {})
     assert runner.restarts == 1 and isinstance(runner.proc, _Alive)
-    assert {meta["server_restarts"] for meta in runner.last_meta} == {1}  # the result says it ran on a restart
+    assert {meta["server_restarts"] for meta in runner.last_meta} == {
+        1
+    }  # the result says it ran on a restart
 
 
 # --- dimensions (Matryoshka) ---
+
 
 def test_dimensions_are_sent_to_the_server_and_apply_to_embed_cases_only():
     sent = []
@@ -436,8 +613,13 @@ def test_dimensions_are_sent_to_the_server_and_apply_to_embed_cases_only():
     def handler(request):
         body = json.loads(request.content)
         sent.append(body.get("dimensions"))
-        return httpx.Response(200, json={"tokens": [1]} if request.url.path == "/tokenize" else
-                              {"data": [{"embedding": [1.0, 0.0]}], "usage": {"prompt_tokens": 1}})
+        return httpx.Response(
+            200,
+            json={"tokens": [1]}
+            if request.url.path == "/tokenize"
+            else {"data": [{"embedding": [1.0, 0.0]}], "usage": {"prompt_tokens": 1}},
+        )
+
     _served(handler).run("embed", ["a text"], {"dimensions": 2})
     assert sent == [2, None]  # the embeddings request, then /tokenize
     with pytest.raises(ValueError, match="dimensions applies to task 'embed' only, not 'score'"):

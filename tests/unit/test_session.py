@@ -7,16 +7,25 @@ from tests.unit.test_compare import make_case, vecs
 def _outcomes(tmp_path, runner, actual, items=None):
     ref_items = vecs(24)
     save_items(tmp_path / "ref.safetensors", ref_items)
-    save_items(tmp_path / "got.safetensors", items if items is not None else [a.copy() for a in ref_items])
+    save_items(
+        tmp_path / "got.safetensors", items if items is not None else [a.copy() for a in ref_items]
+    )
     ref = RunOutcome("c", "hf", "ok", output=str(tmp_path / "ref.safetensors"))
-    got = RunOutcome("c", runner, "ok", output=str(tmp_path / "got.safetensors"),
-                     info={"actual_runner": actual, "runner_choice": "vLLM's choice: Triton unavailable"})
+    got = RunOutcome(
+        "c",
+        runner,
+        "ok",
+        output=str(tmp_path / "got.safetensors"),
+        info={"actual_runner": actual, "runner_choice": "vLLM's choice: Triton unavailable"},
+    )
     return ref, got
 
 
 def test_explicit_runner_that_ran_the_other_one_is_an_error(tmp_path):
     ref, got = _outcomes(tmp_path, "vllm-v2", "v1")
-    v = verdict_for(make_case(runners=["hf", "vllm-v2"], inputs="short-texts"), "vllm-v2", "float32", ref, got)
+    v = verdict_for(
+        make_case(runners=["hf", "vllm-v2"], inputs="short-texts"), "vllm-v2", "float32", ref, got
+    )
     assert v.status == "error" and "asked vLLM for model runner V2 but it ran V1" in v.reason
 
 
@@ -24,7 +33,10 @@ def test_default_runner_audit_fails_on_unexpected_choice(tmp_path):
     ref, got = _outcomes(tmp_path, "vllm-auto", "v1")
     case = make_case(runners=["hf", "vllm-auto"], expected_auto_runner="v2")
     v = verdict_for(case, "vllm-auto", "float32", ref, got)
-    assert v.status == "fail" and "default-runner audit: vLLM chose V1 but this family expects V2" in v.reason
+    assert (
+        v.status == "fail"
+        and "default-runner audit: vLLM chose V1 but this family expects V2" in v.reason
+    )
     assert "Triton unavailable" in v.reason
     ref, got = _outcomes(tmp_path, "vllm-auto", "v2")
     assert verdict_for(case, "vllm-auto", "float32", ref, got).status == "pass"
@@ -47,17 +59,37 @@ def test_unreadable_output_is_an_error_of_that_case(tmp_path):
 
 def test_known_environment_error_is_a_skip_with_the_exact_error(tmp_path):
     ref, _ = _outcomes(tmp_path, "vllm-v1", "v1")
-    case = make_case(skip_if_error={"runners": ["vllm-v1"], "error_match": "No module named 'torchvision'",
-                                    "reason": "torchvision cannot sit beside torch+cpu"})
+    case = make_case(
+        skip_if_error={
+            "runners": ["vllm-v1"],
+            "error_match": "No module named 'torchvision'",
+            "reason": "torchvision cannot sit beside torch+cpu",
+        }
+    )
     missing = "engine/model failed to load: ModuleNotFoundError: No module named 'torchvision'"
     own = "ModuleNotFoundError: No module named 'torchvision'"
-    v = verdict_for(case, "vllm-v1", "float32", ref, RunOutcome("c", "vllm-v1", "error", missing, error=own))
+    v = verdict_for(
+        case, "vllm-v1", "float32", ref, RunOutcome("c", "vllm-v1", "error", missing, error=own)
+    )
     assert v.status == "skip" and v.reason == f"{missing} (torchvision cannot sit beside torch+cpu)"
     # any other error stays an error; another runner is not covered
-    other = RunOutcome("c", "vllm-v1", "error", "engine/model failed to load: RuntimeError: out of blocks")
+    other = RunOutcome(
+        "c", "vllm-v1", "error", "engine/model failed to load: RuntimeError: out of blocks"
+    )
     assert verdict_for(case, "vllm-v1", "float32", ref, other).status == "error"
-    case2 = make_case(runners=["hf", "vllm-v1", "vllm-v2"], skip_if_error=case.skip_if_error.model_dump())
-    assert verdict_for(case2, "vllm-v2", "float32", ref, RunOutcome("c", "vllm-v2", "error", missing, error=own)).status == "error"
+    case2 = make_case(
+        runners=["hf", "vllm-v1", "vllm-v2"], skip_if_error=case.skip_if_error.model_dump()
+    )
+    assert (
+        verdict_for(
+            case2,
+            "vllm-v2",
+            "float32",
+            ref,
+            RunOutcome("c", "vllm-v2", "error", missing, error=own),
+        ).status
+        == "error"
+    )
     # where the runner does run, it is compared as usual
     ref, got = _outcomes(tmp_path, "vllm-v1", "v1")
     assert verdict_for(case, "vllm-v1", "float32", ref, got).status == "pass"
@@ -71,14 +103,17 @@ def test_a_runner_inserting_a_token_fails_against_the_golden_as_against_live_hf(
     import numpy as np
 
     from harness.judge import golden
-    from harness.run.session import golden_reference
     from harness.matrix.inputs import input_set
+    from harness.run.session import golden_reference
 
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     (model_dir / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
-    case = make_case(runners=["hf", "vllm-v1"], inputs="short-texts",
-                     model={"source": "local", "path": str(model_dir)})
+    case = make_case(
+        runners=["hf", "vllm-v1"],
+        inputs="short-texts",
+        model={"source": "local", "path": str(model_dir)},
+    )
     n = len(input_set(case.inputs).items)
     rng = np.random.default_rng(0)
     outputs = [rng.normal(size=8).astype(np.float32) for _ in range(n)]
@@ -88,16 +123,28 @@ def test_a_runner_inserting_a_token_fails_against_the_golden_as_against_live_hf(
     def outcome(name, runner, token_ids, info=None):
         save_items(tmp_path / f"{name}.safetensors", outputs)
         (tmp_path / f"{name}.safetensors.requests.json").write_text(
-            json.dumps([{"prompt_token_ids": t} for t in token_ids]))
-        return RunOutcome(case.id, runner, "ok", output=str(tmp_path / f"{name}.safetensors"),
-                          info=info or {})
+            json.dumps([{"prompt_token_ids": t} for t in token_ids])
+        )
+        return RunOutcome(
+            case.id, runner, "ok", output=str(tmp_path / f"{name}.safetensors"), info=info or {}
+        )
 
     live = outcome("hf", "hf", ids)
     gdir = tmp_path / "golden"
-    golden.write(gdir, case.id, outputs, task=case.task, fingerprint="f" * 64,
-                 inputs={"name": "short-texts", "sha256": input_set(case.inputs).sha256},
-                 dtype="float32", device="cpu", versions={}, model="synthetic",
-                 key=golden.reference_key(case, model_dir, "float32", "cpu"), token_ids=ids)
+    golden.write(
+        gdir,
+        case.id,
+        outputs,
+        task=case.task,
+        fingerprint="f" * 64,
+        inputs={"name": "short-texts", "sha256": input_set(case.inputs).sha256},
+        dtype="float32",
+        device="cpu",
+        versions={},
+        model="synthetic",
+        key=golden.reference_key(case, model_dir, "float32", "cpu"),
+        token_ids=ids,
+    )
     from_golden = golden_reference(case, model_dir, "f" * 64, "float32", "cpu", gdir)
     assert from_golden.status == "ok", from_golden.reason
     bad = outcome("bad", "vllm-v1", inserted, {"actual_runner": "v1"})

@@ -1,7 +1,7 @@
 import pytest
 
-from harness.report.model import Report, Result, merge
 from harness.matrix.loader import model_group, parse_shard, shard_cases
+from harness.report.model import Report, Result, merge
 from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
 
@@ -25,10 +25,26 @@ def test_parse_shard_errors():
 
 
 def _rep(*ids, sha="m", shard=None, selection=None):
-    return Report(harness_version="0", matrix="m.yaml", matrix_sha256=sha, device="cpu", started="t", shard=shard,
-                  selection=selection or {},
-                  results=[Result(case_id=i, family="f", task="embed", runner="vllm-v1", runner_label="l",
-                                  status="pass") for i in ids])
+    return Report(
+        harness_version="0",
+        matrix="m.yaml",
+        matrix_sha256=sha,
+        device="cpu",
+        started="t",
+        shard=shard,
+        selection=selection or {},
+        results=[
+            Result(
+                case_id=i,
+                family="f",
+                task="embed",
+                runner="vllm-v1",
+                runner_label="l",
+                status="pass",
+            )
+            for i in ids
+        ],
+    )
 
 
 def test_merge_combines_and_refuses_overlap_or_other_matrix():
@@ -55,14 +71,19 @@ def test_merge_refuses_a_missing_duplicate_or_foreign_shard():
 
 
 def test_matrix_hash_covers_included_files(write_matrix):
-    base = write_matrix("""
+    base = write_matrix(
+        """
 families:
   f: {task: embed, inputs: short-texts, runners: [hf, vllm-v1], model: {source: local, path: x},
       tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}}
 cases:
   - {id: a, family: f}
-""", "base.yaml")
+""",
+        "base.yaml",
+    )
     top = write_matrix("include: [base.yaml]\n", "top.yaml")
     before = load_matrix(top).sha256
-    base.write_text(base.read_text().replace("1.0e-5", "1.0e-1"))  # loosen a bound in the included file only
+    base.write_text(
+        base.read_text().replace("1.0e-5", "1.0e-1")
+    )  # loosen a bound in the included file only
     assert load_matrix(top).sha256 != before

@@ -4,17 +4,32 @@ import numpy as np
 import pytest
 
 from harness.judge.compare import compare
-from harness.judge.verdict import Measurement, Metric, Verdict, gate, judge, outcome_verdict, runner_error
-from harness.run.execute import RunOutcome
+from harness.judge.verdict import (
+    Measurement,
+    Metric,
+    Verdict,
+    gate,
+    judge,
+    outcome_verdict,
+    runner_error,
+)
 from harness.matrix.schema import Case, Tolerance
+from harness.run.execute import RunOutcome
 
 TOL = Tolerance(cosine_distance=1e-6, max_abs=1e-5)
 ITEMS = tuple("abcd")
 
 
 def make_case(**kw) -> Case:
-    base = dict(id="c", family="f", task="embed", model={"source": "local", "path": "x"}, inputs="short-texts",
-                runners=["hf", "vllm-v1", "vllm-v2"], tolerances={"float32": TOL.model_dump()})
+    base = dict(
+        id="c",
+        family="f",
+        task="embed",
+        model={"source": "local", "path": "x"},
+        inputs="short-texts",
+        runners=["hf", "vllm-v1", "vllm-v2"],
+        tolerances={"float32": TOL.model_dump()},
+    )
     return Case.model_validate({**base, **kw})
 
 
@@ -23,7 +38,11 @@ def vecs(n=4, d=8, seed=0):
     return [rng.normal(size=d).astype(np.float32) for _ in range(n)]
 
 
-ENVELOPE = {"runners": ["vllm-v1"], "reason": "known", "bounds": {"max_abs": 0.2, "cosine_distance": 0.1}}
+ENVELOPE = {
+    "runners": ["vllm-v1"],
+    "reason": "known",
+    "bounds": {"max_abs": 0.2, "cosine_distance": 0.1},
+}
 
 
 def _shifted(ref, by):
@@ -32,26 +51,41 @@ def _shifted(ref, by):
 
 def test_a_divergence_inside_its_envelope_is_xfail_and_a_pass_is_strict_xpass():
     case, ref = make_case(divergence=ENVELOPE), vecs()
-    v = compare(case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, _shifted(ref, 0.1), ITEMS)
+    v = compare(
+        case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, _shifted(ref, 0.1), ITEMS
+    )
     assert v.status == "xfail" and "inside the recorded envelope" in v.reason and v.ok
     assert v.envelope == ENVELOPE["bounds"]  # carried as data, for the reports
-    v = compare(case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, [a.copy() for a in ref], ITEMS)
+    v = compare(
+        case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, [a.copy() for a in ref], ITEMS
+    )
     assert v.status == "xpass" and not v.ok and "remove the mark" in v.reason
     # the mark applies only to the runners it names
-    assert compare(case, "vllm-v2", TOL, ("max_abs",), ref, _shifted(ref, 0.1), ITEMS).status == "fail"
+    assert (
+        compare(case, "vllm-v2", TOL, ("max_abs",), ref, _shifted(ref, 0.1), ITEMS).status == "fail"
+    )
 
 
 def test_a_difference_beyond_the_envelope_fails_as_a_changed_divergence():
     case, ref = make_case(divergence=ENVELOPE), vecs()
-    v = compare(case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, _shifted(ref, 20.0), ITEMS)  # 100x
-    assert v.status == "fail" and "the recorded divergence changed" in v.reason and "envelope 0.2" in v.reason
+    v = compare(
+        case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, _shifted(ref, 20.0), ITEMS
+    )  # 100x
+    assert (
+        v.status == "fail"
+        and "the recorded divergence changed" in v.reason
+        and "envelope 0.2" in v.reason
+    )
 
 
-@pytest.mark.parametrize("fault, text", [
-    (lambda ref: [np.full_like(a, np.nan) for a in ref], "NaN in runner output"),
-    (lambda ref: ref[:-1], "wrong count"),
-    (lambda ref: [a[:4] for a in ref], "shape mismatch"),
-])
+@pytest.mark.parametrize(
+    "fault, text",
+    [
+        (lambda ref: [np.full_like(a, np.nan) for a in ref], "NaN in runner output"),
+        (lambda ref: ref[:-1], "wrong count"),
+        (lambda ref: [a[:4] for a in ref], "shape mismatch"),
+    ],
+)
 def test_nan_count_and_shape_under_a_divergence_mark_fail(fault, text):
     case, ref = make_case(divergence=ENVELOPE), vecs()
     v = compare(case, "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, fault(ref), ITEMS)
@@ -60,7 +94,11 @@ def test_nan_count_and_shape_under_a_divergence_mark_fail(fault, text):
 
 def test_a_failing_metric_the_envelope_does_not_cover_fails():
     case = make_case(divergence={"runners": ["vllm-v1"], "reason": "k", "bounds": {"max_abs": 0.2}})
-    v = judge(case, "vllm-v1", Measurement(metrics=[Metric("max_abs", 0.1, 1e-5), Metric("cosine_distance", 0.5, 1e-6)]))
+    v = judge(
+        case,
+        "vllm-v1",
+        Measurement(metrics=[Metric("max_abs", 0.1, 1e-5), Metric("cosine_distance", 0.5, 1e-6)]),
+    )
     assert v.status == "fail" and "cosine_distance 0.5 > 1e-06 (not in the envelope)" in v.reason
 
 
@@ -72,25 +110,57 @@ def test_a_divergence_needs_an_envelope_or_an_error():
 
 
 def test_error_match_covers_only_that_error_and_only_its_own_message():
-    case = make_case(divergence={"runners": ["vllm-v1"], "reason": "raises", "error_match": "1-D probability"})
+    case = make_case(
+        divergence={"runners": ["vllm-v1"], "reason": "raises", "error_match": "1-D probability"}
+    )
     err = "ValueError: pooled_data should be a 1-D probability vector"
     assert runner_error(case, "vllm-v1", "error", f"runner raised {err}", err).status == "xfail"
-    assert runner_error(case, "vllm-v1", "error", "worker died: SIGSEGV", "worker died: SIGSEGV").status == "error"
+    assert (
+        runner_error(
+            case, "vllm-v1", "error", "worker died: SIGSEGV", "worker died: SIGSEGV"
+        ).status
+        == "error"
+    )
     # a crash whose *log* mentions the text is not the recorded error
     crash = "worker died during case c (killed by SIGABRT).\n--- worker log tail ---\n" + err
-    assert runner_error(case, "vllm-v1", "error", crash, "worker died during case c (killed by SIGABRT).").status == "error"
+    assert (
+        runner_error(
+            case, "vllm-v1", "error", crash, "worker died during case c (killed by SIGABRT)."
+        ).status
+        == "error"
+    )
     # outputs from a runner recorded as raising: xpass when they pass, a changed divergence otherwise
-    assert judge(case, "vllm-v1", Measurement(metrics=[Metric("max_abs", 0.0, 1e-5)])).status == "xpass"
-    assert judge(case, "vllm-v1", Measurement(problem="NaN in runner output at item 0")).status == "fail"
+    assert (
+        judge(case, "vllm-v1", Measurement(metrics=[Metric("max_abs", 0.0, 1e-5)])).status
+        == "xpass"
+    )
+    assert (
+        judge(case, "vllm-v1", Measurement(problem="NaN in runner output at item 0")).status
+        == "fail"
+    )
 
 
 def test_skip_if_error_matches_the_error_not_the_log_tail():
-    case = make_case(skip_if_error={"runners": ["vllm-v1"], "error_match": "No module named 'torchvision'",
-                                    "reason": "needs torchvision"})
+    case = make_case(
+        skip_if_error={
+            "runners": ["vllm-v1"],
+            "error_match": "No module named 'torchvision'",
+            "reason": "needs torchvision",
+        }
+    )
     own = "ModuleNotFoundError: No module named 'torchvision'"
-    assert runner_error(case, "vllm-v1", "error", f"engine/model failed to load: {own}", own).status == "skip"
+    assert (
+        runner_error(case, "vllm-v1", "error", f"engine/model failed to load: {own}", own).status
+        == "skip"
+    )
     crash = f"worker died during model load (killed by SIGSEGV).\n--- worker log tail ---\nwarning: {own}"
-    v = runner_error(case, "vllm-v1", "error", f"worker failure: {crash}", "worker died during model load (killed by SIGSEGV).")
+    v = runner_error(
+        case,
+        "vllm-v1",
+        "error",
+        f"worker failure: {crash}",
+        "worker died during model load (killed by SIGSEGV).",
+    )
     assert v.status == "error"
 
 
@@ -100,15 +170,30 @@ def test_outcome_verdict_never_passes_without_a_comparison():
     never = lambda: pytest.fail("measured without outputs")  # noqa: E731
     assert outcome_verdict(case, "vllm-v1", None, None, never).status == "error"
     assert outcome_verdict(case, "vllm-v1", None, ok, never).status == "error"
-    assert outcome_verdict(case, "vllm-v1", RunOutcome("c", "hf", "skip", "no model"), ok, never).status == "skip"
+    assert (
+        outcome_verdict(
+            case, "vllm-v1", RunOutcome("c", "hf", "skip", "no model"), ok, never
+        ).status
+        == "skip"
+    )
     wrong = RunOutcome("c", "vllm-v1", "ok", output="x", info={"actual_runner": "v2"})
-    assert outcome_verdict(case, "vllm-v1", RunOutcome("c", "hf", "ok", output="y"), wrong, never).status == "error"
-    broken = outcome_verdict(case, "vllm-v1", RunOutcome("c", "hf", "ok", output="y"), ok, lambda: 1 / 0)
+    assert (
+        outcome_verdict(
+            case, "vllm-v1", RunOutcome("c", "hf", "ok", output="y"), wrong, never
+        ).status
+        == "error"
+    )
+    broken = outcome_verdict(
+        case, "vllm-v1", RunOutcome("c", "hf", "ok", output="y"), ok, lambda: 1 / 0
+    )
     assert broken.status == "error" and "comparison failed" in broken.reason
 
 
 def test_gate_fails_on_problems_and_unknown_statuses_are_refused():
-    assert gate([Metric("main_score_delta_vs_hf", 0.0, 5e-4)], ["no stored expected score"]).status == "fail"
+    assert (
+        gate([Metric("main_score_delta_vs_hf", 0.0, 5e-4)], ["no stored expected score"]).status
+        == "fail"
+    )
     assert gate([Metric("m", 1e-4, 5e-4)]).status == "pass"
     with pytest.raises(ValueError, match="unknown verdict status"):
         Verdict("passed")
@@ -122,48 +207,91 @@ def _derived(check: str) -> Case:
 
 
 def _outcome_with(effective: dict, requests: dict) -> RunOutcome:
-    return RunOutcome("c", "vllm-v1", "ok", output="x",
-                      info={"actual_runner": "v1", "effective": effective, "requests": requests})
+    return RunOutcome(
+        "c",
+        "vllm-v1",
+        "ok",
+        output="x",
+        info={"actual_runner": "v1", "effective": effective, "requests": requests},
+    )
 
 
-@pytest.mark.parametrize("check, effective, requests, text", [
-    ("chunked_prefill", {"enable_chunked_prefill": True, "max_num_batched_tokens": 16},
-     {"max_prompt_tokens": 12, "split_prompts": 0},
-     "split no prompt across engine steps (longest prompt 12 tokens"),
-    ("chunked_prefill", {"enable_chunked_prefill": False, "max_num_batched_tokens": 16},
-     {"max_prompt_tokens": 40}, "enable_chunked_prefill=False"),
-    ("prefix_cache", {"enable_prefix_caching": True, "block_size": 128},
-     {"cached_tokens": 0, "min_prompt_tokens": 5, "max_prompt_tokens": 30}, "read 0 tokens from the prefix cache"),
-    ("no_prefix_cache", {"enable_prefix_caching": True}, {"cached_tokens": 0}, "enable_prefix_caching=True"),
-])
+@pytest.mark.parametrize(
+    "check, effective, requests, text",
+    [
+        (
+            "chunked_prefill",
+            {"enable_chunked_prefill": True, "max_num_batched_tokens": 16},
+            {"max_prompt_tokens": 12, "split_prompts": 0},
+            "split no prompt across engine steps (longest prompt 12 tokens",
+        ),
+        (
+            "chunked_prefill",
+            {"enable_chunked_prefill": False, "max_num_batched_tokens": 16},
+            {"max_prompt_tokens": 40},
+            "enable_chunked_prefill=False",
+        ),
+        (
+            "prefix_cache",
+            {"enable_prefix_caching": True, "block_size": 128},
+            {"cached_tokens": 0, "min_prompt_tokens": 5, "max_prompt_tokens": 30},
+            "read 0 tokens from the prefix cache",
+        ),
+        (
+            "no_prefix_cache",
+            {"enable_prefix_caching": True},
+            {"cached_tokens": 0},
+            "enable_prefix_caching=True",
+        ),
+    ],
+)
 def test_an_invariance_check_that_did_not_take_effect_is_an_error(check, effective, requests, text):
     case = _derived(check)
     ref = RunOutcome("c", "hf", "ok", output="y")
     same = lambda: Measurement(metrics=[Metric("max_abs", 0.0, 1e-5)])  # noqa: E731 - outputs agree
     v = outcome_verdict(case, "vllm-v1", ref, _outcome_with(effective, requests), same)
-    assert v.status == "error" and f"invariance check {check} did not take effect" in v.reason and text in v.reason
+    assert (
+        v.status == "error"
+        and f"invariance check {check} did not take effect" in v.reason
+        and text in v.reason
+    )
 
 
 def test_an_invariance_check_in_effect_is_compared():
     ref = RunOutcome("c", "hf", "ok", output="y")
     same = lambda: Measurement(metrics=[Metric("max_abs", 0.0, 1e-5)])  # noqa: E731
-    chunked = _outcome_with({"enable_chunked_prefill": True, "max_num_batched_tokens": 16},
-                            {"max_prompt_tokens": 40, "split_prompts": 3})
-    assert outcome_verdict(_derived("chunked_prefill"), "vllm-v1", ref, chunked, same).status == "pass"
-    cached = _outcome_with({"enable_prefix_caching": True, "block_size": 16}, {"cached_tokens": 320})
+    chunked = _outcome_with(
+        {"enable_chunked_prefill": True, "max_num_batched_tokens": 16},
+        {"max_prompt_tokens": 40, "split_prompts": 3},
+    )
+    assert (
+        outcome_verdict(_derived("chunked_prefill"), "vllm-v1", ref, chunked, same).status == "pass"
+    )
+    cached = _outcome_with(
+        {"enable_prefix_caching": True, "block_size": 16}, {"cached_tokens": 320}
+    )
     assert outcome_verdict(_derived("prefix_cache"), "vllm-v1", ref, cached, same).status == "pass"
 
 
 def test_a_metric_recorded_at_its_ceiling_must_stay_there_and_is_named_as_not_held():
     """rank_disagreement 1 cannot be an envelope bound (it could never fail); a divergence that
     ranks every query otherwise names it in at_ceiling instead, and leaving 1 is a change."""
-    div = {"runners": ["vllm-v1"], "reason": "k", "bounds": {"max_abs": 0.7},
-           "at_ceiling": ["rank_disagreement"]}
-    case = make_case(task="score", divergence=div,
-                     tolerances={"float32": {"max_abs": 1e-5, "rank_disagreement": 0.0}})
+    div = {
+        "runners": ["vllm-v1"],
+        "reason": "k",
+        "bounds": {"max_abs": 0.7},
+        "at_ceiling": ["rank_disagreement"],
+    }
+    case = make_case(
+        task="score",
+        divergence=div,
+        tolerances={"float32": {"max_abs": 1e-5, "rank_disagreement": 0.0}},
+    )
 
     def measured(rank: float) -> Measurement:
-        return Measurement(metrics=[Metric("max_abs", 0.5, 1e-5), Metric("rank_disagreement", rank, 0.0)])
+        return Measurement(
+            metrics=[Metric("max_abs", 0.5, 1e-5), Metric("rank_disagreement", rank, 0.0)]
+        )
 
     at = judge(case, "vllm-v1", measured(1.0))
     assert at.status == "xfail", at.reason

@@ -6,19 +6,46 @@ from harness.engine import versions
 
 
 def _report(version, statuses, chose):
-    results = [{"family": fam, "runner": runner, "status": s, "case_id": f"{fam}-{i}",
-                "reason": "not run (the run was interrupted or the worker never reached it)"
-                if version == "0.31.0" else ""} for i, (fam, runner, s) in enumerate(statuses)]
-    return {"results": results, "audit": [{"actual": a} for a in chose],
-            "vllm_under_test": [{"version": version}]}
+    results = [
+        {
+            "family": fam,
+            "runner": runner,
+            "status": s,
+            "case_id": f"{fam}-{i}",
+            "reason": "not run (the run was interrupted or the worker never reached it)"
+            if version == "0.31.0"
+            else "",
+        }
+        for i, (fam, runner, s) in enumerate(statuses)
+    ]
+    return {
+        "results": results,
+        "audit": [{"actual": a} for a in chose],
+        "vllm_under_test": [{"version": version}],
+    }
 
 
 def test_table_has_a_row_per_family_and_runner_and_a_column_per_release(tmp_path):
     reports = {
-        "0.28.0": _report("0.28.0", [("clip", "vllm-v1", "fail"), ("clip", "vllm-v1", "pass"),
-                                     ("bert", "vllm-auto", "pass")], ["v1"]),
-        "0.32.0": _report("0.32.0", [("clip", "vllm-v1", "pass"), ("clip", "vllm-v1", "pass"),
-                                     ("bert", "vllm-auto", "pass"), ("bert", "vllm-v2", "error")], ["v2"]),
+        "0.28.0": _report(
+            "0.28.0",
+            [
+                ("clip", "vllm-v1", "fail"),
+                ("clip", "vllm-v1", "pass"),
+                ("bert", "vllm-auto", "pass"),
+            ],
+            ["v1"],
+        ),
+        "0.32.0": _report(
+            "0.32.0",
+            [
+                ("clip", "vllm-v1", "pass"),
+                ("clip", "vllm-v1", "pass"),
+                ("bert", "vllm-auto", "pass"),
+                ("bert", "vllm-v2", "error"),
+            ],
+            ["v2"],
+        ),
         "0.31.0": _report("0.31.0", [("clip", "vllm-v1", "error")], []),
     }
     md, doc = versions.table(reports)
@@ -32,6 +59,9 @@ def test_table_has_a_row_per_family_and_runner_and_a_column_per_release(tmp_path
         (tmp_path / rel).mkdir()
         (tmp_path / rel / "report.json").write_text(json.dumps(rep))
     del reports["0.31.0"]
-    assert versions.main(["--releases", "0.28.0", "0.32.0", "--out", str(tmp_path), "--tables-only"]) == 0
+    assert (
+        versions.main(["--releases", "0.28.0", "0.32.0", "--out", str(tmp_path), "--tables-only"])
+        == 0
+    )
     assert (tmp_path / "versions.md").read_text().count("| clip | vllm-v1 |") == 1
     assert versions.main(["--releases", "0.20.0", "--tables-only", "--out", str(tmp_path)]) == 2

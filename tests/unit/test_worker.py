@@ -22,8 +22,17 @@ def _load(w, **opts):
 
 
 def _run(w, tmp_path, timeout=60, **opts):
-    return w.request({"op": "run", "task": "embed", "items": ["a", "b", "c"], "options": opts,
-                      "out": str(tmp_path / "out.safetensors")}, timeout, "case x")
+    return w.request(
+        {
+            "op": "run",
+            "task": "embed",
+            "items": ["a", "b", "c"],
+            "options": opts,
+            "out": str(tmp_path / "out.safetensors"),
+        },
+        timeout,
+        "case x",
+    )
 
 
 def test_echo_round_trip_writes_outputs(worker, tmp_path):
@@ -47,7 +56,9 @@ def test_failed_load_is_reported(worker):
     assert not ans["ok"] and "engine refused to start" in ans["error"]
 
 
-@pytest.mark.parametrize("behaviour, expected", [("crash", "killed by SIGABRT"), ("exit", "exit code 3")])
+@pytest.mark.parametrize(
+    "behaviour, expected", [("crash", "killed by SIGABRT"), ("exit", "exit code 3")]
+)
 def test_dying_worker_raises_with_exit_and_log_tail(worker, tmp_path, behaviour, expected):
     _load(worker)
     with pytest.raises(WorkerFailure) as e:

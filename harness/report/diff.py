@@ -149,7 +149,8 @@ def output_difference(a: Path, b: Path) -> tuple[float | None, str]:
 
 
 def compare_outputs(old: Report, new: Report, old_dir: Path, new_dir: Path) -> list[OutputDelta]:
-    """Per (case, runner) present in both runs, hf's reference outputs included: OLD's outputs vs NEW's."""
+    """Per (case, runner) present in both runs, hf's reference outputs included: OLD's outputs
+    versus NEW's."""
 
     def recorded(r: Report) -> dict[tuple[str, str], tuple[str | None, str]]:
         out = {(x.case_id, x.runner): (x.output, x.status) for x in r.results}
@@ -212,7 +213,8 @@ def change_tables(d: Diff) -> list[tuple[str, str, list[tuple[str, str, str, str
 
 
 def output_summary(deltas: list[OutputDelta]) -> tuple[str, list[OutputDelta], list[OutputDelta]]:
-    """(a sentence, the rows that moved or could not be compared, largest first; the identical ones)."""
+    """(a sentence, the rows that moved or could not be compared, largest first; the identical
+    ones)."""
     problems = [x for x in deltas if x.problem]
     identical = [x for x in deltas if not x.problem and x.max_abs == 0]
     moved = sorted(
@@ -224,7 +226,8 @@ def output_summary(deltas: list[OutputDelta]) -> tuple[str, list[OutputDelta], l
         else ""
     )
     text = (
-        f"{len(deltas)} (case, runner) outputs compared: {len(identical)} identical, {len(moved)} differ{top}, "
+        f"{len(deltas)} (case, runner) outputs compared: {len(identical)} identical, {len(moved)} "
+        f"differ{top}, "
         f"{len(problems)} could not be compared"
     )
     return text, problems + moved, identical
@@ -279,8 +282,9 @@ def to_html(d: Diff, old: Report, new: Report) -> str:
             f"{r.matrix} @ {(r.git_commit or '?')[:10]} ({r.started}); {headline(r, marks=False)}"
         )
 
+    verdict = "new failures" if d.exit_code else "no new failure"
     lead = (
-        f"<p>{badge('fail' if d.exit_code else 'pass', 'new failures' if d.exit_code else 'no new failure')}</p>"
+        f"<p>{badge('fail' if d.exit_code else 'pass', verdict)}</p>"
         f"<p>OLD: {esc(side(old))}<br>NEW: {esc(side(new))}</p>"
     )
     sections = [

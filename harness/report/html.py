@@ -22,9 +22,11 @@ LOG_TAIL = re.compile(
 )  # runners.pool / runners.serve end a reason so
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,
+"DejaVu Sans",sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
 main{max-width:1240px;margin:0 auto;padding:18px 28px 60px}
-h1{font-size:24px;margin:8px 0 6px}h2{font-size:18px;margin:0 0 10px;padding-bottom:4px;border-bottom:1px solid #dde1e7}
+h1{font-size:24px;margin:8px 0 6px}h2{font-size:18px;margin:0 0
+10px;padding-bottom:4px;border-bottom:1px solid #dde1e7}
 h3{font-size:15px;margin:14px 0 6px}
 section{background:#fff;border:1px solid #dde1e7;border-radius:6px;padding:14px 18px;margin:14px 0}
 nav{font-size:13px;color:#555}nav a{margin-right:12px;color:#2456a6;text-decoration:none}
@@ -34,9 +36,11 @@ th{background:#f0f2f5;font-weight:600}
 table.facts th{background:none;width:230px;color:#555;font-weight:500}
 td code{white-space:nowrap}td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
 code,pre,.mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px}
-pre{background:#f3f4f6;border:1px solid #e3e6ea;padding:8px;overflow:auto;max-height:420px;white-space:pre-wrap;word-break:break-word}
+pre{background:#f3f4f6;border:1px solid
+#e3e6ea;padding:8px;overflow:auto;max-height:420px;white-space:pre-wrap;word-break:break-word}
 details{margin:4px 0}summary{cursor:pointer;color:#2456a6}
-.st{display:inline-block;border-radius:3px;padding:0 6px;font-size:12px;font-weight:600;color:#fff;background:#6b7280}
+.st{display:inline-block;border-radius:3px;padding:0
+6px;font-size:12px;font-weight:600;color:#fff;background:#6b7280}
 .st-pass{background:#1f8a4c}.st-fail,.st-error,.st-xpass{background:#c62828}.st-xfail{background:#d9822b}.st-skip{background:#8a94a3}
 .counts .st{font-size:13px;padding:2px 8px;margin-right:6px}
 .card{border-left:4px solid #c62828;padding:6px 12px;margin:10px 0;background:#fdf6f6}
@@ -108,7 +112,8 @@ def page(title: str, heading: str, sections: list[tuple[str, str, str]], lead: s
     body = "".join(section(i, t, b) for i, t, b in sections)
     return (
         f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width,initial-scale=1"><title>{esc(title)}</title>'
+        '<meta name="viewport" '
+        f'content="width=device-width,initial-scale=1"><title>{esc(title)}</title>'
         f"<style>{CSS}</style></head><body><main><h1>{esc(heading)}</h1>{lead}<nav>{nav}</nav>{body}"
         f"</main></body></html>\n"
     )
@@ -222,14 +227,18 @@ def margin_chart(results: list[Result]) -> Raw:
         by_family[r.family].append(r)
     height = top + len(by_family) * fam_h + len(rows) * row_h + 40
     out: list[str] = [
-        f'<svg id="margin-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="value over bound per metric, log scale">',
-        f'<rect x="{x_of(1):.1f}" y="{top - 10}" width="{right - x_of(1):.1f}" height="{height - top - 20}" fill="#fdecec"/>',
+        f'<svg id="margin-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="value over bound per metric, log '
+        'scale">',
+        f'<rect x="{x_of(1):.1f}" y="{top - 10}" width="{right - x_of(1):.1f}" '
+        f'height="{height - top - 20}" fill="#fdecec"/>',
     ]
     # legend
     lx = left
     out.append(
-        f'<text x="{label_w}" y="16" text-anchor="end" font-size="12" font-weight="600">metric value / its bound</text>'
+        f'<text x="{label_w}" y="16" text-anchor="end" font-size="12" font-weight="600">metric '
+        "value / its bound</text>"
     )
     for n in names:
         el, attrs = _shape(shape_of[n], lx + 5, 12)
@@ -238,35 +247,42 @@ def margin_chart(results: list[Result]) -> Raw:
         )
         lx += 24 + 7 * len(n)
     out.append(
-        f'<text x="{left - 200}" y="36" font-size="11.5"><tspan fill="#1f8a4c">● within its bound</tspan>'
+        f'<text x="{left - 200}" y="36" font-size="11.5"><tspan fill="#1f8a4c">● within its '
+        "bound</tspan>"
         f'<tspan fill="#d9822b" dx="14">● outside, a recorded divergence (xfail)</tspan>'
         f'<tspan fill="#c62828" dx="14">● outside its bound</tspan>'
-        f'<tspan fill="#333" dx="14">○ hollow: 0 or below {FLOOR:.0e}, drawn at the floor</tspan></text>'
+        f'<tspan fill="#333" dx="14">○ hollow: 0 or below {FLOOR:.0e}, drawn at the '
+        "floor</tspan></text>"
     )
     # axis: a tick per decade, labelled every other
     axis_y = top - 14
     for d in range(lo, hi + 1):
         x = x_of(10.0**d)
         out.append(
-            f'<line x1="{x:.1f}" y1="{axis_y + 4}" x2="{x:.1f}" y2="{height - 24}" stroke="#e3e6ea" stroke-width="1"/>'
+            f'<line x1="{x:.1f}" y1="{axis_y + 4}" x2="{x:.1f}" y2="{height - 24}" '
+            'stroke="#e3e6ea" stroke-width="1"/>'
         )
         if d % 2 == 0 or d == hi:
             label = (
                 f"≤1e{d}" if d == lo else (f"≥1e{d}" if d == hi else ("1" if d == 0 else f"1e{d}"))
             )
             out.append(
-                f'<text x="{x:.1f}" y="{axis_y}" font-size="10.5" text-anchor="middle" fill="#555">{label}</text>'
+                f'<text x="{x:.1f}" y="{axis_y}" font-size="10.5" text-anchor="middle" '
+                f'fill="#555">{label}</text>'
             )
     out.append(
-        f'<text x="{x_of(FLOOR) + 3:.1f}" y="{height - 10}" font-size="10.5" fill="#555">floor: value 0</text>'
+        f'<text x="{x_of(FLOOR) + 3:.1f}" y="{height - 10}" font-size="10.5" fill="#555">floor: '
+        "value 0</text>"
     )
     bx = x_of(1.0)
     out.append(
-        f'<line id="bound-line" class="bound" x1="{bx:.1f}" y1="{axis_y + 4}" x2="{bx:.1f}" y2="{height - 24}" '
+        f'<line id="bound-line" class="bound" x1="{bx:.1f}" y1="{axis_y + 4}" x2="{bx:.1f}" '
+        f'y2="{height - 24}" '
         f'stroke="#c62828" stroke-width="2"/>'
     )
     out.append(
-        f'<text x="{bx + 4:.1f}" y="{height - 10}" font-size="11" fill="#c62828" font-weight="600">bound (value = bound)</text>'
+        f'<text x="{bx + 4:.1f}" y="{height - 10}" font-size="11" fill="#c62828" '
+        'font-weight="600">bound (value = bound)</text>'
     )
     y = top
     for fam in sorted(by_family):
@@ -279,7 +295,8 @@ def margin_chart(results: list[Result]) -> Raw:
         note = f" · closest pass {worst:.2g} of its bound" if worst else ""
         out.append(
             f'<text x="6" y="{y + 15}" font-size="12.5" font-weight="700">{esc(fam)}'
-            f'<tspan font-weight="400" fill="#667085">  {len(rs)} result(s){esc(note)}</tspan></text>'
+            f'<tspan font-weight="400" fill="#667085">  {len(rs)} '
+            f"result(s){esc(note)}</tspan></text>"
         )
         out.append(f'<line x1="6" y1="{y + 19}" x2="{right}" y2="{y + 19}" stroke="#c9ced6"/>')
         y += fam_h
@@ -287,12 +304,14 @@ def margin_chart(results: list[Result]) -> Raw:
             cy = y + row_h / 2
             if i % 2:
                 out.append(
-                    f'<rect x="6" y="{y}" width="{right - 6}" height="{row_h}" fill="#000" fill-opacity="0.03"/>'
+                    f'<rect x="6" y="{y}" width="{right - 6}" height="{row_h}" fill="#000" '
+                    'fill-opacity="0.03"/>'
                 )
             label = f"{r.case_id} · {r.runner}"
             colour = "#c62828" if is_failing(r.status) else "#1d2430"
             out.append(
-                f'<text x="{label_w}" y="{cy + 3.8:.1f}" font-size="10.5" text-anchor="end" fill="{colour}">'
+                f'<text x="{label_w}" y="{cy + 3.8:.1f}" font-size="10.5" text-anchor="end" '
+                f'fill="{colour}">'
                 f"{esc(label)}</text>"
             )
             for m in r.metrics:
@@ -309,7 +328,8 @@ def margin_chart(results: list[Result]) -> Raw:
                     else f'fill="{fill}" fill-opacity="0.8"'
                 )
                 tip = (
-                    f"{r.case_id} on {r.runner} ({r.status}): {m.name} = {m.value!r}, bound {m.bound!r}"
+                    f"{r.case_id} on {r.runner} ({r.status}): {m.name} = {m.value!r}, bound "
+                    f"{m.bound!r}"
                     + (
                         f", {m.value / m.bound:.3g} of its bound"
                         if m.bound and m.value is not None
@@ -318,8 +338,10 @@ def margin_chart(results: list[Result]) -> Raw:
                     + (f"; {note}" if note else "")
                 )
                 out.append(
-                    f'<{el} class="mark {state}{" floored" if floored else ""}" data-case="{esc(r.case_id)}" '
-                    f'data-runner="{esc(r.runner)}" data-metric="{esc(m.name)}" data-ratio="{ratio:.6g}" '
+                    f'<{el} class="mark {state}{" floored" if floored else ""}" '
+                    f'data-case="{esc(r.case_id)}" '
+                    f'data-runner="{esc(r.runner)}" data-metric="{esc(m.name)}" '
+                    f'data-ratio="{ratio:.6g}" '
                     f"{attrs} {paint}><title>{esc(tip)}</title></{el}>"
                 )
             y += row_h
@@ -586,7 +608,8 @@ def to_html(report: Report) -> str:
     results = sorted(report.results, key=lambda r: (ORDER.get(r.status, 9), r.case_id, r.runner))
     n_ungated = sum(m.bound is None for r in results for m in r.metrics)
     chart_note = (
-        '<p class="muted">Each mark is one metric of one (case, runner): its value divided by its bound, '
+        '<p class="muted">Each mark is one metric of one (case, runner): its value divided by its '
+        "bound, "
         "on a log scale. Right of the red line is outside the bound. Hover a mark for its numbers."
         + (f" {n_ungated} metric(s) without a bound are not drawn." if n_ungated else "")
         + "</p>"
@@ -601,5 +624,6 @@ def to_html(report: Report) -> str:
         ("provenance", "Provenance", _provenance(report)),
     ]
     status = "fail" if not report.ok else ("skip" if report.nothing_compared else "pass")
-    lead = f"<p>{badge(status, 'FAILED' if status == 'fail' else 'nothing compared' if status == 'skip' else 'passed')}</p>"
+    word = {"fail": "FAILED", "skip": "nothing compared", "pass": "passed"}[status]
+    lead = f"<p>{badge(status, word)}</p>"
     return page(f"parity: {report.matrix}", headline(report, marks=False), sections, lead)

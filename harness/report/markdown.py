@@ -43,7 +43,8 @@ def _folded_passes(passes: list[Result]) -> list[str]:
         by_family.setdefault(r.family, []).append(r)
     out = [
         "",
-        f"<details><summary>{len(passes)} passes, one line per family, each with its closest call to a bound</summary>",
+        f"<details><summary>{len(passes)} passes, one line per family, each with its closest call "
+        "to a bound</summary>",
         "",
         "| family | passes | runners | closest to its bound |",
         "|---|---|---|---|",
@@ -87,7 +88,8 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
         if sum(len(x) + 1 for x in lines) + len(row) > MARKDOWN_BUDGET * 0.7:
             rest = [x for x in rows if x.status not in ("xfail", "pass")][shown:]
             lines.append(
-                f"| … | | | | | {len(rest)} more rows not shown (the comment limit); all are in report.json |"
+                f"| … | | | | | {len(rest)} more rows not shown (the comment limit); all are in "
+                "report.json |"
             )
             break
         lines.append(row)
@@ -110,7 +112,8 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
         ]
         for r in expected:
             lines.append(
-                f"| `{r.case_id}` | {r.runner_label} | {metrics_cell(r)} | {md_escape(r.reason[:max_reason])} |"
+                f"| `{r.case_id}` | {r.runner_label} | {metrics_cell(r)} | "
+                f"{md_escape(r.reason[:max_reason])} |"
             )
     if report.audit:
         lines += [

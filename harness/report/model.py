@@ -132,7 +132,8 @@ class Report(BaseModel):
         return bool(self.results) and all(r.status == "skip" for r in self.results)
 
     def exit_code(self) -> int:
-        """0 parity holds; 1 a failure, error or stale mark (or a partial run); 4 nothing compared."""
+        """0 parity holds; 1 a failure, error or stale mark (or a partial run); 4 nothing
+        compared."""
         if not self.ok:
             return 1
         return 4 if self.nothing_compared else 0
@@ -162,7 +163,8 @@ def margin(r: Result) -> float | None:
 
 
 def headline(report: Report, marks: bool = True) -> str:
-    """The one-line verdict of a run, as every human-readable report opens (`marks`: with its emoji)."""
+    """The one-line verdict of a run, as every human-readable report opens (`marks`: with its
+    emoji)."""
     head = (
         (
             "⚠️ NOTHING COMPARED (every result skipped)"
@@ -183,13 +185,15 @@ def _check_shards(reports: list[Report]) -> None:
     unsharded = [r.matrix for r in reports if r.shard is None]
     if unsharded:
         raise ValueError(
-            f"{len(unsharded)} report(s) are not shard reports (run with --shard K/N): only shards of one run merge"
+            f"{len(unsharded)} report(s) are not shard reports (run with --shard K/N): only shards "
+            "of one run merge"
         )
     parsed = [tuple(int(x) for x in str(r.shard).split("/")) for r in reports]
     counts = {n for _, n in parsed}
     if len(counts) > 1:
         raise ValueError(
-            f"foreign shard: the reports split the run differently: {sorted(str(r.shard) for r in reports)}"
+            "foreign shard: the reports split the run differently: "
+            f"{sorted(str(r.shard) for r in reports)}"
         )
     (n,) = counts
     ks = [k for k, _ in parsed]

@@ -16,7 +16,8 @@ import numpy as np
 
 from harness.matrix.runner_names import runner_kind
 
-# runner kind (harness.matrix.runner_names.KINDS) -> "module:Class", imported only inside the worker that needs it
+# runner kind (harness.matrix.runner_names.KINDS) -> "module:Class", imported only inside the
+# worker that needs it
 _REGISTRY: dict[str, str] = {
     "hf": "harness.runners.hf:HFRunner",
     "vllm": "harness.runners.vllm:VllmRunner",

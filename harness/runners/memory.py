@@ -92,7 +92,8 @@ def kv_budget(config: dict, dtype: str, engine: dict[str, Any]) -> KvBudget:
     needed = math.ceil(per_token * tokens * MARGIN)
     size = max(FLOOR_BYTES, math.ceil(needed / MIB) * MIB)
     source = (
-        f"{layers} layers x {kv_heads} KV heads x head dim {head_dim} x {dtype}: {per_token} B/token; "
+        f"{layers} layers x {kv_heads} KV heads x head dim {head_dim} x {dtype}: {per_token} "
+        "B/token; "
         f"{tokens} tokens x {MARGIN} = {needed / MIB:.1f} MiB"
         + (f", floor {FLOOR_BYTES // MIB} MiB" if size == FLOOR_BYTES else "")
     )
@@ -126,6 +127,8 @@ def resource_hint(error: str) -> str | None:
         return None
     return (
         "a resource refusal: the engine's memory is sized per case (harness/runners/memory.py); "
-        f"set `engine: {{kv_cache_memory_bytes: N}}` or `engine: {{max_model_len: N, max_num_seqs: N}}` on the case, "
-        f"or {OVERRIDE_ENV}=N for every case; on CPU the KV size must fit the NUMA node's free memory"
+        f"set `engine: {{kv_cache_memory_bytes: N}}` or `engine: "
+        f"{{max_model_len: N, max_num_seqs: N}}` on the case, "
+        f"or {OVERRIDE_ENV}=N for every case; on CPU the KV size must fit the NUMA node's free "
+        "memory"
     )

@@ -121,7 +121,8 @@ class Worker:
                 if left <= 0:
                     self.kill()
                     raise WorkerFailure(
-                        f"{self.runner} worker timed out after {timeout:.0f} s during {what}; killed."
+                        f"{self.runner} worker timed out after {timeout:.0f} s during {what}; "
+                        "killed."
                         f"{LOG_TAIL_MARK}{log_tail(self.log_path)}"
                     )
                 if not sel.select(timeout=min(left, 1.0)):

@@ -1,7 +1,8 @@
 """vLLM through its HTTP server: the API users call. `vllm-serve-v1|v2|auto`.
 
 Inside its worker process, the runner starts vLLM's OpenAI-compatible server on 127.0.0.1 and a
-free port (same model-runner environment as the offline V1/V2 workers: harness.runners.platform), waits
+free port (same model-runner environment as the offline V1/V2 workers: harness.runners.platform),
+waits
 for /health, and sends every item of a case as its own request, many in flight at once, so the
 server batches them dynamically as it does for users. Answers are matched to items by request,
 never by arrival order. The server belongs to the worker's process group: a worker that is killed
@@ -87,7 +88,8 @@ class ServeRunner:
             None  # an httpx transport for the requests; None: the network (tests pass a double)
         )
         self.started_with: tuple[LoadRequest, dict] | None = None  # what a restart starts again
-        self.tree: list = []  # the server's child processes (engine core), stopped with it even if it died
+        # the server's child processes (engine core), stopped with it even if it died
+        self.tree: list = []
         self.restarts = 0
         self._lost: str | None = None  # why the connection to the server was lost during this case
 
@@ -110,7 +112,8 @@ class ServeRunner:
             "runner_evidence": evidence,
             # vLLM's server exposes no model runner class: its log is the evidence, not the engine
             "runner_proven": False,
-            "runner_choice": f"VLLM_USE_V2_MODEL_RUNNER={os.environ.get('VLLM_USE_V2_MODEL_RUNNER', '(unset)')}",
+            "runner_choice": "VLLM_USE_V2_MODEL_RUNNER="
+            + os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "(unset)"),
             "device": req.device,
             "engine_kwargs": engine,
             "kv_budget": budget.as_info(),
@@ -129,7 +132,8 @@ class ServeRunner:
         }
 
     def _launch(self) -> list[int]:
-        """Start the server on a free port; a port taken meanwhile (by anyone) is retried on another.
+        """Start the server on a free port; a port taken meanwhile (by anyone) is retried on
+        another.
         Returns the ports found taken."""
         assert self.started_with is not None
         refused: list[int] = []
@@ -225,7 +229,8 @@ class ServeRunner:
             time.sleep(0.1)
 
     def _ensure_running(self) -> None:
-        """A server that died since the last case (killed, crashed) is started again for this one."""
+        """A server that died since the last case (killed, crashed) is started again for this
+        one."""
         if self.proc is not None and self.proc.poll() is None:
             return
         if self.started_with is None:
@@ -249,7 +254,8 @@ class ServeRunner:
     def _run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
         from harness.runners.options import run_with_options
 
-        # (input index, item): messages name the item as the case numbers it, whatever the send order
+        # (input index, item): messages name the item as the case numbers it, whatever the send
+        # order
         numbered = [
             (i, tuple(it) if isinstance(it, list) else it) for i, it in enumerate(items)
         ]  # pairs arrive as lists
@@ -262,7 +268,8 @@ class ServeRunner:
             def call(batch: list) -> list:
                 return asyncio.run(self._send_all(task, batch, options))
 
-        # a request pattern (shuffle, one_by_one) is a send order here; every item is its own request
+        # a request pattern (shuffle, one_by_one) is a send order here; every item is its own
+        # request
         before = asyncio.run(self._metrics(options))
         answered = run_with_options(
             call,
@@ -374,7 +381,8 @@ class ServeRunner:
         base = {"model": self.model, **trunc}
         if task == "embed":
             fmt = options.get("encoding_format", "float")
-            # base64 bytes asked for explicitly as float32, little-endian (vLLM's default is native order)
+            # base64 bytes asked for explicitly as float32, little-endian (vLLM's default is native
+            # order)
             dtype = {"embed_dtype": "float32", "endianness": "little"} if fmt == "base64" else {}
             body = {**base, **dims, "input": item, "encoding_format": fmt, **dtype}
             ans = await self._post(client, "/v1/embeddings", body, i)
@@ -409,7 +417,8 @@ class ServeRunner:
         }
 
     def _connection_lost(self, what: str, e: Exception) -> str:
-        """Why a request lost its connection: the server exited (with how), or the connection alone."""
+        """Why a request lost its connection: the server exited (with how), or the connection
+        alone."""
         from harness.runners.pool import describe_exit
 
         if self._lost is None:

@@ -10,14 +10,16 @@ import numpy as np
 
 
 class ServerFailure(RuntimeError):
-    """The server did not start, died, or answered with an error; the message carries its log tail."""
+    """The server did not start, died, or answered with an error; the message carries its log
+    tail."""
 
 
 EMBED_DTYPE = "<f4"  # what base64 embeddings are decoded as: the float32 little-endian asked for
 
 
 def decode_base64(payload: str, i: int) -> np.ndarray:
-    """One base64 embedding; a payload that is not base64 or not whole float32 values names its item."""
+    """One base64 embedding; a payload that is not base64 or not whole float32 values names its
+    item."""
     import binascii
 
     try:
@@ -45,8 +47,10 @@ def same_length(vectors: list[np.ndarray], numbers: list[int]) -> None:
     for i, n in zip(numbers, lengths):
         if n != common:
             raise ServerFailure(
-                f"item {i}: the base64 embedding decodes to {n * size} bytes, expected {common * size} "
-                f"({common} float32 values, as {lengths.count(common)} of the {len(lengths)} items have)"
+                f"item {i}: the base64 embedding decodes to {n * size} bytes, expected "
+                f"{common * size} "
+                f"({common} float32 values, as {lengths.count(common)} of the {len(lengths)} items "
+                "have)"
             )
 
 
@@ -75,7 +79,8 @@ def match_rerank(
     missing = [k for k in range(len(documents)) if k not in full_by]
     if missing:
         raise ServerFailure(
-            f"/rerank answer (all documents) for query group {g} has no result for document(s) {missing}"
+            f"/rerank answer (all documents) for query group {g} has no result for document(s) "
+            f"{missing}"
         )
     top_by = by_index(top, f"top_n={top_n}") if top is not None else {}
     out = []

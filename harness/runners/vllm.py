@@ -1,5 +1,6 @@
 """vLLM offline `LLM` in pooling mode. Which model runner (V1/V2) is chosen by the environment
-the worker was started with (harness.runners.platform); which one really ran is read from the engine."""
+the worker was started with (harness.runners.platform); which one really ran is read from the
+engine."""
 
 from __future__ import annotations
 
@@ -90,7 +91,8 @@ def _why_runner(llm, actual: str) -> str:
     probe = getattr(cfg, "_get_v2_model_runner_unsupported_features", None)
     if probe is None:  # a private vLLM API this explanation relies on (tested with vllm 0.32.0)
         return (
-            f"vLLM's choice: {actual.upper()}; why is unknown: VllmConfig._get_v2_model_runner_unsupported_features "
+            f"vLLM's choice: {actual.upper()}; why is unknown: "
+            "VllmConfig._get_v2_model_runner_unsupported_features "
             f"is gone in vllm {_vllm_version()} (the harness was written against 0.32.0)"
         )
     unsupported = probe()
@@ -308,7 +310,10 @@ def _inspection_root_cause(model_dir: str) -> str | None:
             _VLLM_MODELS,
         )  # private: tested with vllm 0.32.0
     except ImportError:
-        return f"(no root cause: vllm {_vllm_version()} has no model_executor.models.registry._VLLM_MODELS)"
+        return (
+            f"(no root cause: vllm {_vllm_version()} has no "
+            "model_executor.models.registry._VLLM_MODELS)"
+        )
     archs = json.loads((Path(model_dir) / "config.json").read_text()).get("architectures") or []
     for arch in archs:
         if arch in _VLLM_MODELS:

@@ -21,7 +21,8 @@ def reference_problem(ref: list[np.ndarray], n_inputs: int) -> str | None:
         if r.size == 0:
             return (
                 f"the reference is unusable: empty reference output at item {i} "
-                f"(shape {list(r.shape)}); for a PRM this means no step tag was found: check step_tag_id"
+                f"(shape {list(r.shape)}); for a PRM this means no step tag was found: "
+                f"check step_tag_id"
             )
         r64 = f64(r)
         for what, bad in (("NaN", np.isnan(r64)), ("Inf", np.isinf(r64))):
@@ -65,7 +66,8 @@ def degenerate_reference(ref: list[np.ndarray], items: tuple | None = None) -> s
     if n_inputs < 2:
         return (
             f"{len(ref)} item(s) with {n_inputs} distinct input(s) cannot show that the "
-            f"reference varies with its input (a constant model would pass); give the case >= 2 distinct inputs"
+            f"reference varies with its input (a constant model would pass); "
+            f"give the case >= 2 distinct inputs"
         )
     summaries = [(f64(a).mean(axis=0) if a.ndim >= 2 else f64(a)).reshape(-1) for a in ref]
     if len({s.shape for s in summaries}) > 1:
@@ -74,7 +76,8 @@ def degenerate_reference(ref: list[np.ndarray], items: tuple | None = None) -> s
     if distinct < max(2, n_inputs // 2):
         return (
             f"reference gives only {distinct} distinct outputs for {n_inputs} distinct inputs; "
-            f"the model or tokenizer is degenerate (e.g. every word is [UNK]) and a comparison proves little"
+            f"the model or tokenizer is degenerate (e.g. every word is [UNK]) "
+            f"and a comparison proves little"
         )
     collapse = _token_collapse(ref)
     if collapse:
@@ -84,7 +87,8 @@ def degenerate_reference(ref: list[np.ndarray], items: tuple | None = None) -> s
     scale = max(float(np.abs(stack).mean()), 1e-12)
     if spread <= DEGENERATE_SPREAD * scale:
         return (
-            f"reference outputs do not vary across inputs (spread {spread:.2e} vs scale {scale:.2e}); "
+            f"reference outputs do not vary across inputs "
+            f"(spread {spread:.2e} vs scale {scale:.2e}); "
             f"the model is degenerate and a comparison would prove nothing"
         )
     return None
@@ -102,8 +106,9 @@ def _token_collapse(ref: list[np.ndarray]) -> str | None:
     distinct = len(np.unique(np.round(rows, 6), axis=0))
     if distinct <= len(token_items):
         return (
-            f"reference per-token outputs collapse: {distinct} distinct rows over {len(rows)} tokens of "
-            f"{len(token_items)} items (every token of an item gives the same output); a comparison proves little"
+            f"reference per-token outputs collapse: {distinct} distinct rows over "
+            f"{len(rows)} tokens of {len(token_items)} items (every token of an item gives the "
+            f"same output); a comparison proves little"
         )
     return None
 
@@ -125,9 +130,11 @@ def token_problem(
         compared += 1
         if r != g:
             pos = next((p for p, (a, b) in enumerate(zip(r, g)) if a != b), min(len(r), len(g)))
+            at_r = r[pos] if pos < len(r) else "(end)"
+            at_g = g[pos] if pos < len(g) else "(end)"
             return (
-                f"token ids differ at item {i}, position {pos}: reference {r[pos] if pos < len(r) else '(end)'}, "
-                f"runner {g[pos] if pos < len(g) else '(end)'} (lengths {len(r)} and {len(g)}; "
+                f"token ids differ at item {i}, position {pos}: reference {at_r}, "
+                f"runner {at_g} (lengths {len(r)} and {len(g)}; "
                 f"input {str(items[i])[:80]!r})"
             ), ""
     if compared == 0:
@@ -202,15 +209,23 @@ def measure(
     if problem is not None:
         return Measurement(problem=problem, notes={"token_ids": problem})
     notes = {"token_ids": note}
-    for name, check in (
-        ("usage", lambda: usage_problem(ref_ids, got_meta, items)),
-        ("rerank", lambda: rerank_problem(tolerance, ref, items, got_meta)),
+    for name, check, absent in (
+        (
+            "usage",
+            lambda: usage_problem(ref_ids, got_meta, items),
+            "usage.prompt_tokens not compared: the runner reported none "
+            "(only a server's answers do)",
+        ),
+        (
+            "rerank",
+            lambda: rerank_problem(tolerance, ref, items, got_meta),
+            "rerank order not compared: the runner gave no /rerank answers",
+        ),
     ):
         problem, note = check()
         if problem is not None:
             return Measurement(problem=problem, notes={**notes, name: problem})
-        if note:
-            notes[name] = note
+        notes[name] = note or absent
     degenerate = degenerate_reference(ref, items)
     if degenerate is not None:
         return Measurement(degenerate=degenerate, notes=notes)
@@ -243,5 +258,11 @@ def compare(
     got: list[np.ndarray],
     items: tuple,
     ref32: list[np.ndarray] | None = None,
+    *,
+    ref_ids: list | None = None,
+    got_ids: list | None = None,
+    got_meta: list[dict] | None = None,
 ) -> Verdict:
-    return judge(case, runner, measure(tolerance, metric_names, ref, got, items, ref32=ref32))
+    """measure, then judge: the same checks as every other path, given the same evidence."""
+    m = measure(tolerance, metric_names, ref, got, items, ref_ids, got_ids, got_meta, ref32=ref32)
+    return judge(case, runner, m)

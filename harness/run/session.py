@@ -397,6 +397,7 @@ def golden_session(
                 status=v.status,
                 reason=v.reason,
                 metrics=metrics,
+                checks=v.notes,
                 where=case.where,
                 dtype=plan.dtypes[case.id],
                 device=platform.device,
@@ -470,17 +471,14 @@ def _golden_verdict(
             ref32,  # type: ignore[arg-type]
         )
         metrics += [m.model_copy(update={"name": f"{m.name} (float32)"}) for m in m32]
+        notes = {**v.notes, **{f"{k} (float32)": n for k, n in v32.notes.items()}}
+        v = Verdict(v32.status, v32.reason, notes=notes)
         if v32.status != "pass":
-            v = Verdict(
-                v32.status,
-                f"HF in float32 differs from the golden's float32 reference: {v32.reason}",
-            )
+            v.reason = f"HF in float32 against the golden's float32 reference: {v32.reason}"
     if v.status != "pass":
         fresh = load_items(Path(ref.output))[0]  # type: ignore[arg-type]
         obtained = golden.write_obtained(golden_dir, case.id, fresh)
-        return Verdict(
-            v.status, f"HF differs from its golden: {v.reason}; obtained written to {obtained}"
-        ), metrics
+        v.reason = f"HF differs from its golden: {v.reason}; obtained written to {obtained}"
     return v, metrics
 
 
@@ -490,7 +488,7 @@ def _against_golden(
     """A fresh HF outcome judged against the golden's outcome for `runner` (hf or hf-fp32)."""
     ref = stored[(case.id, runner)]
     if ref.status != "ok":
-        return Verdict(ref.status, ref.reason), []
+        return Verdict("error", ref.reason), []
     try:
         v = judge(case, runner, measure_outcomes(case, tolerance, ref, fresh))
     except Exception as e:  # noqa: BLE001 - as harness.judge.verdict.outcome_verdict

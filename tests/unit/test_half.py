@@ -349,11 +349,12 @@ def test_a_half_precision_golden_keeps_its_float32_reference_and_verify_checks_i
     v, metrics = verify()
     assert v.status == "pass", v.reason
     assert "cosine_distance (float32)" in [x.name for x in metrics]
+    assert v.notes["token_ids (float32)"].startswith("token ids equal for")
     # a drifted yardstick, the manifest's hash edited to match: the values fail
     _rewrite_fp32(d, [a + 1e-3 for a in e[None]], rehash=True)
     v, _ = verify()
     assert v.status == "fail", v.reason
-    assert "HF in float32 differs from the golden's float32 reference" in v.reason
+    assert "HF in float32 against the golden's float32 reference: cosine_distance" in v.reason
 
 
 def test_a_tampered_float32_reference_beside_a_half_golden_is_refused(tmp_path, embed_case):

@@ -166,6 +166,50 @@ def calibrated_metrics(
     return out
 
 
+# What was recorded beside the outputs, each check by name, with what it says when its evidence
+# is absent. Each check's tolerance is the case's own (rank ties: harness.judge.metrics).
+ABSENT = {
+    "usage": "usage.prompt_tokens not compared: the runner reported none "
+    "(only a server's answers do)",
+    "rerank": "rerank order not compared: the runner gave no /rerank answers",
+}
+
+
+def recorded_checks(
+    tolerance: Tolerance,
+    ref: list[np.ndarray],
+    items: tuple,
+    ref_ids: list | None,
+    got_ids: list | None,
+    got_meta: list[dict] | None,
+) -> Measurement | dict[str, str]:
+    """The checks of what each side recorded per item besides its outputs: prompt token ids
+    (token_problem), a server's usage.prompt_tokens and /rerank answers (harness.judge.answers).
+    Every check whose evidence exists runs; the notes (returned) say what each found or why it
+    could not run. A failed check is a Measurement with its problem; token ids or usage the
+    runner recorded that the reference did not is an error, never a note."""
+    if ref_ids is None and (any(x is not None for x in got_ids or []) or usage_units(got_meta)):
+        # expected and could not run: an error, never a note (e.g. a golden without token ids)
+        return Measurement(
+            reference_problem="the runner recorded prompt token ids (or usage) but "
+            "the reference recorded none, so the token-id and "
+            "usage checks could not run"
+        )
+    problem, note = token_problem(ref_ids, got_ids, items)
+    if problem is not None:
+        return Measurement(problem=problem, notes={"token_ids": problem})
+    notes = {"token_ids": note}
+    for name, check in (
+        ("usage", lambda: usage_problem(ref_ids, got_meta, items)),
+        ("rerank", lambda: rerank_problem(tolerance, ref, items, got_meta)),
+    ):
+        problem, note = check()
+        if problem is not None:
+            return Measurement(problem=problem, notes={**notes, name: problem})
+        notes[name] = note or ABSENT[name]
+    return notes
+
+
 def measure(
     tolerance: Tolerance,
     metric_names: tuple[str, ...],
@@ -177,11 +221,12 @@ def measure(
     got_meta: list[dict] | None = None,
     ref32: list[np.ndarray] | None = None,
 ) -> Measurement:
-    """An unusable reference first (an error), structural problems next (they make metrics
-    meaningless), then token ids, then what a server's answers must satisfy
-    (harness.judge.answers, from the runner's per-item `got_meta`), then a degenerate reference,
-    then every metric of the task plus any other the tolerance bounds. A tolerance with `k` (half
-    precision) is calibrated against `ref32`, HF in float32."""
+    """The one comparison every path makes (live, golden, pytest: harness.run.session
+    .measure_outcomes), given whatever evidence it has. An unusable reference first (an error),
+    structural problems next (they make metrics meaningless), then what each side recorded beside
+    its outputs (recorded_checks: token ids, a server's usage and /rerank answers), then a
+    degenerate reference, then every metric of the task plus any other the tolerance bounds. A
+    tolerance with `k` (half precision) is calibrated against `ref32`, HF in float32."""
     if tolerance.k is not None and ref32 is None:
         raise ValueError(
             "calibrated half-precision bounds (k) need the float32 reference's outputs"
@@ -198,34 +243,10 @@ def measure(
         problem = problem and f"against the float32 reference: {problem}"
     if problem is not None:
         return Measurement(problem=problem)
-    if ref_ids is None and (any(x is not None for x in got_ids or []) or usage_units(got_meta)):
-        # expected and could not run: an error, never a note (e.g. a golden without token ids)
-        return Measurement(
-            reference_problem="the runner recorded prompt token ids (or usage) but "
-            "the reference recorded none, so the token-id and "
-            "usage checks could not run"
-        )
-    problem, note = token_problem(ref_ids, got_ids, items)
-    if problem is not None:
-        return Measurement(problem=problem, notes={"token_ids": problem})
-    notes = {"token_ids": note}
-    for name, check, absent in (
-        (
-            "usage",
-            lambda: usage_problem(ref_ids, got_meta, items),
-            "usage.prompt_tokens not compared: the runner reported none "
-            "(only a server's answers do)",
-        ),
-        (
-            "rerank",
-            lambda: rerank_problem(tolerance, ref, items, got_meta),
-            "rerank order not compared: the runner gave no /rerank answers",
-        ),
-    ):
-        problem, note = check()
-        if problem is not None:
-            return Measurement(problem=problem, notes={**notes, name: problem})
-        notes[name] = note or absent
+    found = recorded_checks(tolerance, ref, items, ref_ids, got_ids, got_meta)
+    if isinstance(found, Measurement):
+        return found
+    notes = found
     degenerate = degenerate_reference(ref, items)
     if degenerate is not None:
         return Measurement(degenerate=degenerate, notes=notes)
@@ -243,7 +264,8 @@ def measure(
                 f"not by this comparison"
             )
     if tolerance.k is not None:
-        calibrated = calibrated_metrics(tolerance, names, ref, ref32, got, items)  # type: ignore[arg-type]
+        assert ref32 is not None
+        calibrated = calibrated_metrics(tolerance, names, ref, ref32, got, items)
         return Measurement(metrics=calibrated, notes=notes)
     values = {m: METRICS[m](ref, got, items, tolerance) for m in names}
     return Measurement(metrics=[Metric(m, values[m], bounds.get(m)) for m in names], notes=notes)

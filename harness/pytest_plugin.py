@@ -222,7 +222,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
         tr.write_line(
-            f"parity report: {paths['json']} · {paths['markdown']} · {paths['junit']} · {paths['html']}"
+            f"parity report: {paths['json']} · {paths['markdown']} · "
+            f"{paths['junit']} · {paths['html']}"
         )
 
 

@@ -31,15 +31,17 @@ def rerank_problem(
         wrong_doc = [j for j in idx if not got[j]["document_matches"]]
         if wrong_doc:
             return (
-                f"{head}: the result for item(s) {wrong_doc} carries another document's text (index mapped wrongly)",
+                f"{head}: the result for item(s) {wrong_doc} carries another document's text "
+                f"(index mapped wrongly)",
                 "",
             )
         expected = sorted(idx, key=lambda j: -r[j])
         order = sorted(idx, key=lambda j: got[j]["rank"])
         if not ranks_as_reference(order, r, tolerance):
             return (
-                f"{head}: the server ranks items {order}, the reference's scores rank them {expected} "
-                f"(reference scores {[round(float(r[j]), 6) for j in order]} in the server's order)"
+                f"{head}: the server ranks items {order}, the reference's scores rank them "
+                f"{expected} (reference scores {[round(float(r[j]), 6) for j in order]} in the "
+                f"server's order)"
             ), ""
         top_n = got[idx[0]].get("top_n")
         if top_n is None:
@@ -50,7 +52,8 @@ def rerank_problem(
         )
         if len(top) != want:
             return (
-                f"{head}: top_n={top_n} returned {len(top)} documents for {len(idx)}, expected {want}",
+                f"{head}: top_n={top_n} returned {len(top)} documents for {len(idx)}, "
+                f"expected {want}",
                 "",
             )
         rest = [j for j in idx if j not in top]
@@ -59,14 +62,16 @@ def rerank_problem(
             best_rest is not None and not ranks_as_reference([top[-1], best_rest], r, tolerance)
         ):
             return (
-                f"{head}: top_n={top_n} returned items {top}, the reference's top {want} are {expected[:want]}",
+                f"{head}: top_n={top_n} returned items {top}, the reference's top {want} are "
+                f"{expected[:want]}",
                 "",
             )
         for j in top:
             diff = abs(got[j]["top_score"] - r[j])
             if diff > slack(tolerance, r[j]):
                 return (
-                    f"{head}: top_n={top_n} scores item {j} {got[j]['top_score']:.7g}, the reference "
+                    f"{head}: top_n={top_n} scores item {j} {got[j]['top_score']:.7g}, "
+                    f"the reference "
                     f"{r[j]:.7g} (|diff| {diff:.3g} beyond the case's tolerance)"
                 ), ""
     note = f"rerank: {len(groups)} query groups ranked as the reference, results matched by index"
@@ -102,7 +107,8 @@ def usage_problem(
         )
     return (
         None,
-        f"usage.prompt_tokens equal to the reference's token count for {compared} of {len(items)} items",
+        f"usage.prompt_tokens equal to the reference's token count for {compared} of "
+        f"{len(items)} items",
     )
 
 

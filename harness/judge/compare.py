@@ -21,7 +21,8 @@ def reference_problem(ref: list[np.ndarray], n_inputs: int) -> str | None:
         if r.size == 0:
             return (
                 f"the reference is unusable: empty reference output at item {i} "
-                f"(shape {list(r.shape)}); for a PRM this means no step tag was found: check step_tag_id"
+                f"(shape {list(r.shape)}); for a PRM this means no step tag was found: "
+                f"check step_tag_id"
             )
         r64 = f64(r)
         for what, bad in (("NaN", np.isnan(r64)), ("Inf", np.isinf(r64))):
@@ -65,7 +66,8 @@ def degenerate_reference(ref: list[np.ndarray], items: tuple | None = None) -> s
     if n_inputs < 2:
         return (
             f"{len(ref)} item(s) with {n_inputs} distinct input(s) cannot show that the "
-            f"reference varies with its input (a constant model would pass); give the case >= 2 distinct inputs"
+            f"reference varies with its input (a constant model would pass); "
+            f"give the case >= 2 distinct inputs"
         )
     summaries = [(f64(a).mean(axis=0) if a.ndim >= 2 else f64(a)).reshape(-1) for a in ref]
     if len({s.shape for s in summaries}) > 1:
@@ -74,7 +76,8 @@ def degenerate_reference(ref: list[np.ndarray], items: tuple | None = None) -> s
     if distinct < max(2, n_inputs // 2):
         return (
             f"reference gives only {distinct} distinct outputs for {n_inputs} distinct inputs; "
-            f"the model or tokenizer is degenerate (e.g. every word is [UNK]) and a comparison proves little"
+            f"the model or tokenizer is degenerate (e.g. every word is [UNK]) "
+            f"and a comparison proves little"
         )
     collapse = _token_collapse(ref)
     if collapse:
@@ -84,7 +87,8 @@ def degenerate_reference(ref: list[np.ndarray], items: tuple | None = None) -> s
     scale = max(float(np.abs(stack).mean()), 1e-12)
     if spread <= DEGENERATE_SPREAD * scale:
         return (
-            f"reference outputs do not vary across inputs (spread {spread:.2e} vs scale {scale:.2e}); "
+            f"reference outputs do not vary across inputs "
+            f"(spread {spread:.2e} vs scale {scale:.2e}); "
             f"the model is degenerate and a comparison would prove nothing"
         )
     return None
@@ -102,8 +106,9 @@ def _token_collapse(ref: list[np.ndarray]) -> str | None:
     distinct = len(np.unique(np.round(rows, 6), axis=0))
     if distinct <= len(token_items):
         return (
-            f"reference per-token outputs collapse: {distinct} distinct rows over {len(rows)} tokens of "
-            f"{len(token_items)} items (every token of an item gives the same output); a comparison proves little"
+            f"reference per-token outputs collapse: {distinct} distinct rows over "
+            f"{len(rows)} tokens of {len(token_items)} items (every token of an item gives the "
+            f"same output); a comparison proves little"
         )
     return None
 
@@ -125,9 +130,11 @@ def token_problem(
         compared += 1
         if r != g:
             pos = next((p for p, (a, b) in enumerate(zip(r, g)) if a != b), min(len(r), len(g)))
+            at_r = r[pos] if pos < len(r) else "(end)"
+            at_g = g[pos] if pos < len(g) else "(end)"
             return (
-                f"token ids differ at item {i}, position {pos}: reference {r[pos] if pos < len(r) else '(end)'}, "
-                f"runner {g[pos] if pos < len(g) else '(end)'} (lengths {len(r)} and {len(g)}; "
+                f"token ids differ at item {i}, position {pos}: reference {at_r}, "
+                f"runner {at_g} (lengths {len(r)} and {len(g)}; "
                 f"input {str(items[i])[:80]!r})"
             ), ""
     if compared == 0:
@@ -159,38 +166,28 @@ def calibrated_metrics(
     return out
 
 
-def measure(
+# What was recorded beside the outputs, each check by name, with what it says when its evidence
+# is absent. Each check's tolerance is the case's own (rank ties: harness.judge.metrics).
+ABSENT = {
+    "usage": "usage.prompt_tokens not compared: the runner reported none "
+    "(only a server's answers do)",
+    "rerank": "rerank order not compared: the runner gave no /rerank answers",
+}
+
+
+def recorded_checks(
     tolerance: Tolerance,
-    metric_names: tuple[str, ...],
     ref: list[np.ndarray],
-    got: list[np.ndarray],
     items: tuple,
-    ref_ids: list | None = None,
-    got_ids: list | None = None,
-    got_meta: list[dict] | None = None,
-    ref32: list[np.ndarray] | None = None,
-) -> Measurement:
-    """An unusable reference first (an error), structural problems next (they make metrics
-    meaningless), then token ids, then what a server's answers must satisfy
-    (harness.judge.answers, from the runner's per-item `got_meta`), then a degenerate reference,
-    then every metric of the task plus any other the tolerance bounds. A tolerance with `k` (half
-    precision) is calibrated against `ref32`, HF in float32."""
-    if tolerance.k is not None and ref32 is None:
-        raise ValueError(
-            "calibrated half-precision bounds (k) need the float32 reference's outputs"
-        )
-    unusable = reference_problem(ref, len(items))
-    if unusable is None and tolerance.k is not None:
-        unusable = reference_problem(ref32, len(items))  # type: ignore[arg-type]
-        unusable = unusable and f"the float32 reference: {unusable}"
-    if unusable is not None:
-        return Measurement(reference_problem=unusable)
-    problem = structural_problem(ref, got, len(items))
-    if problem is None and tolerance.k is not None:
-        problem = structural_problem(ref32, got, len(items))
-        problem = problem and f"against the float32 reference: {problem}"
-    if problem is not None:
-        return Measurement(problem=problem)
+    ref_ids: list | None,
+    got_ids: list | None,
+    got_meta: list[dict] | None,
+) -> Measurement | dict[str, str]:
+    """The checks of what each side recorded per item besides its outputs: prompt token ids
+    (token_problem), a server's usage.prompt_tokens and /rerank answers (harness.judge.answers).
+    Every check whose evidence exists runs; the notes (returned) say what each found or why it
+    could not run. A failed check is a Measurement with its problem; token ids or usage the
+    runner recorded that the reference did not is an error, never a note."""
     if ref_ids is None and (any(x is not None for x in got_ids or []) or usage_units(got_meta)):
         # expected and could not run: an error, never a note (e.g. a golden without token ids)
         return Measurement(
@@ -209,8 +206,47 @@ def measure(
         problem, note = check()
         if problem is not None:
             return Measurement(problem=problem, notes={**notes, name: problem})
-        if note:
-            notes[name] = note
+        notes[name] = note or ABSENT[name]
+    return notes
+
+
+def measure(
+    tolerance: Tolerance,
+    metric_names: tuple[str, ...],
+    ref: list[np.ndarray],
+    got: list[np.ndarray],
+    items: tuple,
+    ref_ids: list | None = None,
+    got_ids: list | None = None,
+    got_meta: list[dict] | None = None,
+    ref32: list[np.ndarray] | None = None,
+) -> Measurement:
+    """The one comparison every path makes (live, golden, pytest: harness.run.session
+    .measure_outcomes), given whatever evidence it has. An unusable reference first (an error),
+    structural problems next (they make metrics meaningless), then what each side recorded beside
+    its outputs (recorded_checks: token ids, a server's usage and /rerank answers), then a
+    degenerate reference, then every metric of the task plus any other the tolerance bounds. A
+    tolerance with `k` (half precision) is calibrated against `ref32`, HF in float32."""
+    if tolerance.k is not None and ref32 is None:
+        raise ValueError(
+            "calibrated half-precision bounds (k) need the float32 reference's outputs"
+        )
+    unusable = reference_problem(ref, len(items))
+    if unusable is None and tolerance.k is not None:
+        unusable = reference_problem(ref32, len(items))  # type: ignore[arg-type]
+        unusable = unusable and f"the float32 reference: {unusable}"
+    if unusable is not None:
+        return Measurement(reference_problem=unusable)
+    problem = structural_problem(ref, got, len(items))
+    if problem is None and tolerance.k is not None:
+        problem = structural_problem(ref32, got, len(items))
+        problem = problem and f"against the float32 reference: {problem}"
+    if problem is not None:
+        return Measurement(problem=problem)
+    found = recorded_checks(tolerance, ref, items, ref_ids, got_ids, got_meta)
+    if isinstance(found, Measurement):
+        return found
+    notes = found
     degenerate = degenerate_reference(ref, items)
     if degenerate is not None:
         return Measurement(degenerate=degenerate, notes=notes)
@@ -228,7 +264,8 @@ def measure(
                 f"not by this comparison"
             )
     if tolerance.k is not None:
-        calibrated = calibrated_metrics(tolerance, names, ref, ref32, got, items)  # type: ignore[arg-type]
+        assert ref32 is not None
+        calibrated = calibrated_metrics(tolerance, names, ref, ref32, got, items)
         return Measurement(metrics=calibrated, notes=notes)
     values = {m: METRICS[m](ref, got, items, tolerance) for m in names}
     return Measurement(metrics=[Metric(m, values[m], bounds.get(m)) for m in names], notes=notes)
@@ -243,5 +280,11 @@ def compare(
     got: list[np.ndarray],
     items: tuple,
     ref32: list[np.ndarray] | None = None,
+    *,
+    ref_ids: list | None = None,
+    got_ids: list | None = None,
+    got_meta: list[dict] | None = None,
 ) -> Verdict:
-    return judge(case, runner, measure(tolerance, metric_names, ref, got, items, ref32=ref32))
+    """measure, then judge: the same checks as every other path, given the same evidence."""
+    m = measure(tolerance, metric_names, ref, got, items, ref_ids, got_ids, got_meta, ref32=ref32)
+    return judge(case, runner, m)

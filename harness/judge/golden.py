@@ -2,13 +2,15 @@
 without running HF.
 
 One folder per case: `golden/<case>/manifest.json` (readable: model fingerprint, input hash,
-task, dtype, device, library versions, date, per-item summary statistics) and the arrays it
-names, `reference-<sha12>.safetensors`, and the reference's prompt token ids per item,
+task, dtype, device, library versions, date, per-item summary statistics) and the files it
+names: the arrays, `reference-<sha12>.safetensors`; the reference's prompt token ids per item,
 `tokens-<sha12>.json` (one item a line; null for an item the recipe does not tokenize as one
-sequence), so the golden path runs the token-id and usage checks as the live path does. An
-update writes the new arrays under a new name, then replaces the manifest atomically, then
-removes the old arrays and token ids: a write killed at any point leaves either the old golden or the new one, never a mix. The manifest records the arrays'
-sha256, so a truncated or edited arrays file is detected, not compared.
+sequence), so the golden path runs the token-id and usage checks as the live path does; and for a
+half-precision golden, HF's float32 outputs, `reference-float32-<sha12>.safetensors` (the
+yardstick of its calibrated bounds). An update writes the new files under new names, then
+replaces the manifest atomically, then removes the old files: a write killed at any point leaves
+either the old golden or the new one, never a mix. The manifest records every file's sha256, so a
+truncated or edited file is detected, not compared.
 """
 
 from __future__ import annotations
@@ -27,7 +29,12 @@ from harness import __version__
 from harness.runners.outputs import load_items, save_items
 
 MANIFEST = "manifest.json"
-SCHEMA_VERSION = 2  # 2: the manifest names the reference's token ids (`token_ids`)
+# 2: the manifest names the reference's token ids (`token_ids`); 3: a half-precision golden's
+# float32 reference is named with its sha256 (`float32_reference`). Both are read.
+SCHEMA_VERSION = 3
+FP32_KEY = "float32_reference"
+# where schema 2 put the float32 reference, unlisted and unhashed: refused, re-record
+LEGACY_FP32_SIDECAR = "reference-float32.safetensors"
 
 
 class GoldenError(Exception):
@@ -47,6 +54,8 @@ class Golden:
     # the golden predates token ids (check_matches refuses it) or the reference recorded none
     requests: list[dict] | None = None
     requests_path: Path | None = None
+    # a half-precision golden's float32 reference, its sha256 checked by `read`
+    fp32_path: Path | None = None
 
 
 def _sha256(path: Path) -> str:
@@ -116,6 +125,22 @@ def _tokens_text(token_ids: list | None) -> str:
     return "[\n" + ",\n".join(lines) + "\n]\n"
 
 
+def _write_named(d: Path, stem: str, suffix: str, save) -> tuple[Path, str]:
+    """Write a file through `save(tmp_path)` under a temporary name, then rename it to
+    `<stem>-<sha12><suffix>`: a reader never sees it half-written. (path, its sha256)."""
+    fd, tmp = tempfile.mkstemp(prefix=f"{stem}.", suffix=".tmp", dir=d)
+    os.close(fd)
+    try:
+        save(Path(tmp))
+        digest = _sha256(Path(tmp))
+        path = d / f"{stem}-{digest[:12]}{suffix}"
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path, digest
+
+
 def write(
     root: Path,
     case_id: str,
@@ -130,9 +155,11 @@ def write(
     model: str,
     key: dict,
     token_ids: list | None,
+    fp32: tuple[list[np.ndarray], dict] | None = None,
 ) -> Path:
     """`token_ids`: the reference's prompt token ids per item (None for an item it did not tokenize
-    as one sequence), or None when the reference recorded none at all."""
+    as one sequence), or None when the reference recorded none at all. `fp32`: a half-precision
+    golden's float32 reference (its items and their metadata), listed with its sha256."""
     if token_ids is not None and len(token_ids) != len(items):
         raise ValueError(
             f"golden {case_id!r}: {len(token_ids)} token-id entries for {len(items)} items"
@@ -140,18 +167,23 @@ def write(
     d = case_dir(root, case_id)
     d.mkdir(parents=True, exist_ok=True)
     old = _read_manifest(d) if (d / MANIFEST).exists() else None
-    fd, tmp = tempfile.mkstemp(prefix="tokens.", suffix=".tmp", dir=d)
-    with os.fdopen(fd, "w") as f:
-        f.write(_tokens_text(token_ids))
-    tokens_digest = _sha256(Path(tmp))
-    tokens = d / f"tokens-{tokens_digest[:12]}.json"
-    os.replace(tmp, tokens)
-    fd, tmp = tempfile.mkstemp(prefix="reference.", suffix=".tmp", dir=d)
-    os.close(fd)
-    save_items(Path(tmp), items, {"case": case_id})
-    digest = _sha256(Path(tmp))
-    arrays = d / f"reference-{digest[:12]}.safetensors"
-    os.replace(tmp, arrays)
+    tokens, tokens_digest = _write_named(
+        d, "tokens", ".json", lambda p: p.write_text(_tokens_text(token_ids))
+    )
+    arrays, digest = _write_named(
+        d, "reference", ".safetensors", lambda p: save_items(p, items, {"case": case_id})
+    )
+    extra = {}
+    if fp32 is not None:
+        fp32_items, fp32_meta = fp32
+        if len(fp32_items) != len(items):
+            raise ValueError(
+                f"golden {case_id!r}: {len(fp32_items)} float32 items for {len(items)} items"
+            )
+        path, fp32_digest = _write_named(
+            d, "reference-float32", ".safetensors", lambda p: save_items(p, fp32_items, fp32_meta)
+        )
+        extra[FP32_KEY] = {"file": path.name, "sha256": fp32_digest}
     manifest = {
         "schema_version": SCHEMA_VERSION,
         "case_id": case_id,
@@ -173,6 +205,7 @@ def write(
             "sha256": tokens_digest,
             "items_with_ids": sum(1 for t in token_ids or [] if t is not None),
         },
+        **extra,
     }
     fd, tmp = tempfile.mkstemp(prefix="manifest.", suffix=".tmp", dir=d)
     with os.fdopen(fd, "w") as f:
@@ -181,9 +214,12 @@ def write(
     os.replace(tmp, d / MANIFEST)
     if old and old.get("arrays") and old["arrays"] != arrays.name:
         (d / old["arrays"]).unlink(missing_ok=True)
-    old_tokens = ((old or {}).get("token_ids") or {}).get("file")
-    if old_tokens and old_tokens != tokens.name:
-        (d / old_tokens).unlink(missing_ok=True)
+    kept = {arrays.name, tokens.name, *(e["file"] for e in extra.values())}
+    for key in ("token_ids", FP32_KEY):
+        old_file = ((old or {}).get(key) or {}).get("file")
+        if old_file and old_file not in kept:
+            (d / old_file).unlink(missing_ok=True)
+    (d / LEGACY_FP32_SIDECAR).unlink(missing_ok=True)
     return d
 
 
@@ -218,28 +254,71 @@ def read(root: Path, case_id: str) -> Golden:
         items, _ = load_items(arrays)
     except Exception as e:  # noqa: BLE001 - any unreadable file is a corrupt golden
         raise GoldenError("corrupt", f"{arrays}: unreadable ({e})") from None
+    fp32 = manifest.get(FP32_KEY)
+    fp32_path = _listed(d, fp32, "float32 reference", case_id) if fp32 is not None else None
     named = manifest.get("token_ids")
     if not isinstance(named, dict):  # older than token ids: loadable, refused by check_matches
-        return Golden(items, manifest, arrays)
-    tokens = d / str(named.get("file", ""))
-    if not tokens.is_file():
-        raise GoldenError(
-            "corrupt", f"{d}: manifest names token ids {named.get('file')!r}, which is missing"
-        )
-    if _sha256(tokens) != named.get("sha256"):
-        raise GoldenError(
-            "corrupt",
-            f"{tokens}: contents do not match the manifest's sha256 "
-            f"(truncated or edited); regenerate with "
-            f"`parity golden update -k {case_id}`",
-        )
+        return Golden(items, manifest, arrays, fp32_path=fp32_path)
+    tokens = _listed(d, named, "token ids", case_id)
     try:
         requests = json.loads(tokens.read_text())
     except json.JSONDecodeError as e:
         raise GoldenError("corrupt", f"{tokens}: not valid JSON ({e})") from None
     if requests is not None and (not isinstance(requests, list) or len(requests) != len(items)):
         raise GoldenError("corrupt", f"{tokens}: expected a list of {len(items)} per-item entries")
-    return Golden(items, manifest, arrays, requests, tokens)
+    return Golden(items, manifest, arrays, requests, tokens, fp32_path)
+
+
+def _listed(d: Path, entry, what: str, case_id: str) -> Path:
+    """The file a manifest entry {"file", "sha256"} names, present and with that sha256."""
+    if not isinstance(entry, dict):
+        raise GoldenError("corrupt", f"{d / MANIFEST}: {what} entry {entry!r} is not an object")
+    path = d / str(entry.get("file", ""))
+    if not path.is_file():
+        raise GoldenError(
+            "corrupt", f"{d}: manifest names {what} {entry.get('file')!r}, which is missing"
+        )
+    if _sha256(path) != entry.get("sha256"):
+        raise GoldenError(
+            "corrupt",
+            f"{path}: contents do not match the manifest's sha256 "
+            f"(truncated or edited); regenerate with "
+            f"`parity golden update -k {case_id}`",
+        )
+    return path
+
+
+def fp32_reference(golden: Golden, case_id: str, fingerprint: str, inputs_sha256: str) -> Path:
+    """A half-precision golden's float32 reference (the yardstick of its calibrated bounds), its
+    sha256 checked by `read`, made from the case's weights and inputs; a GoldenError otherwise."""
+    fix = f"record the golden in this dtype again (`parity golden update -k {case_id}`)"
+    path = golden.fp32_path
+    if path is None:
+        legacy = golden.arrays_path.parent / LEGACY_FP32_SIDECAR
+        if legacy.is_file():
+            raise GoldenError(
+                "stale",
+                f"{legacy} was written before goldens listed their float32 reference with its "
+                f"sha256 in the manifest, so it cannot be trusted; {fix}",
+            )
+        raise GoldenError(
+            "missing",
+            f"golden {case_id!r} has no float32 reference beside it "
+            f"({golden.arrays_path.parent}); {fix}, PARITY_DTYPE=..., so its calibrated "
+            f"bounds can be measured",
+        )
+    try:
+        _, meta = load_items(path)
+    except Exception as e:  # noqa: BLE001 - any unreadable file is a corrupt golden
+        raise GoldenError("corrupt", f"{path}: unreadable ({e})") from None
+    want = {"model_fingerprint": fingerprint, "inputs_sha256": inputs_sha256}
+    stale = [k for k, v in want.items() if meta.get(k) != v]
+    if stale:
+        raise GoldenError(
+            "mismatch",
+            f"golden float32 reference {path} was made from other {' and '.join(stale)}; {fix}",
+        )
+    return path
 
 
 def check_matches(
@@ -274,9 +353,8 @@ def check_matches(
             f"model fingerprint {str(m.get('model_fingerprint'))[:12]} != case's {fingerprint[:12]}"
         )
     if (m.get("inputs") or {}).get("sha256") != inputs_sha256:
-        problems.append(
-            f"input hash {str((m.get('inputs') or {}).get('sha256'))[:12]} != case's {inputs_sha256[:12]}"
-        )
+        recorded_inputs = str((m.get("inputs") or {}).get("sha256"))
+        problems.append(f"input hash {recorded_inputs[:12]} != case's {inputs_sha256[:12]}")
     if problems:
         raise GoldenError(
             "mismatch",
@@ -287,8 +365,74 @@ def check_matches(
         )
 
 
+def read_matching(root: Path, case, model_path: Path, fingerprint: str, dtype: str, device: str):
+    """`case`'s golden, refused (a GoldenError) unless made from its weights, inputs and
+    reference (see check_matches)."""
+    from harness.matrix.inputs import input_set
+
+    g = read(root, case.id)
+    key = reference_key(case, model_path, dtype, device)
+    check_matches(g, case.id, fingerprint, input_set(case.inputs).sha256, key)
+    return g
+
+
 def write_obtained(root: Path, case_id: str, items: list[np.ndarray]) -> Path:
     """On a mismatch, keep what was obtained beside the golden for inspection (not committed)."""
     path = case_dir(root, case_id) / "reference.obtained"
     save_items(path, items, {"case": case_id, "obtained": True})
     return path
+
+
+def record(
+    root: Path,
+    case,
+    items: list[np.ndarray],
+    token_ids: list | None,
+    *,
+    model,
+    dtype: str,
+    device: str,
+    versions: dict,
+    fp32_items: list[np.ndarray] | None = None,
+) -> Path:
+    """Write `case`'s golden from a fresh reference run (`model`: its ResolvedModel). A
+    half-precision golden with calibrated bounds also keeps HF's float32 outputs (`fp32_items`)
+    and, in their metadata, HF's own error per metric against them."""
+    from harness.judge.metrics import METRICS
+    from harness.matrix.inputs import input_set
+    from harness.matrix.tasks import task_kind
+
+    inputs = input_set(case.inputs)
+    fp32 = None
+    if fp32_items is not None:
+        tol = case.tolerance(dtype)
+        names = task_kind(case.task).metrics
+        own = {m: METRICS[m](fp32_items, items, inputs.items, tol) for m in names}
+        meta = {
+            "dtype": "float32",
+            "beside_dtype": dtype,
+            "model_fingerprint": model.fingerprint,
+            "inputs_sha256": inputs.sha256,
+            "reference_own_error": own,
+        }
+        fp32 = (fp32_items, meta)
+    return write(
+        root,
+        case.id,
+        items,
+        task=case.task,
+        fingerprint=model.fingerprint,
+        inputs={
+            "name": inputs.name,
+            "version": inputs.version,
+            "sha256": inputs.sha256,
+            "count": len(inputs.items),
+        },
+        dtype=dtype,
+        device=device,
+        versions=versions,
+        model=model.description,
+        key=reference_key(case, model.path, dtype, device),
+        token_ids=token_ids,
+        fp32=fp32,
+    )

@@ -74,7 +74,8 @@ def delta_rows(report: Report) -> list[tuple[str, dict[str, tuple[float, float |
 
 
 def figure(report: Report):
-    """|runner − hf| and |runner − expected| per (case:task, runner) against each one's bound, log scale."""
+    """|runner − hf| and |runner − expected| per (case:task, runner) against each one's bound,
+    log scale."""
     import matplotlib
 
     matplotlib.use("Agg")

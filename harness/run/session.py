@@ -19,7 +19,7 @@ from harness.matrix.tasks import task_kind
 from harness.report.model import AuditRow, MetricOut, ReferenceResult, Report, Result
 from harness.run.execute import Executor, Progress, RunOutcome, Timeouts
 from harness.run.plan import REFERENCE_FP32, ModelProblem, Plan, build_plan, needs_fp32_reference
-from harness.runners.outputs import load_items, save_items
+from harness.runners.outputs import load_items
 from harness.runners.platform import Platform
 
 
@@ -70,7 +70,8 @@ def new_report(
 
 
 def _request_meta(outcome: RunOutcome | None) -> list[dict] | None:
-    """What a runner recorded per item beside its outputs (prompt token ids, server answers), if anything."""
+    """What a runner recorded per item beside its outputs (prompt token ids, server answers), if
+    anything."""
     import json
 
     if outcome is not None and outcome.info.get("requests_file"):  # a golden's token ids
@@ -88,6 +89,31 @@ def _token_ids(outcome: RunOutcome | None) -> list | None:
     return None if meta is None else [m.get("prompt_token_ids") for m in meta]
 
 
+def measure_outcomes(
+    case: Case,
+    tolerance,
+    ref: RunOutcome,
+    got: RunOutcome,
+    ref32: RunOutcome | None = None,
+) -> Measurement:
+    """The one comparison of every path (live HF, `--against golden`, `golden verify`, the pytest
+    plugin): each side's outputs and what was recorded beside them per item (prompt token ids, a
+    server's answers), read from its outcome; a golden's token ids stand where a live reference's
+    `<out>.requests.json` would. harness.judge.compare.measure runs every check whose inputs
+    exist and says in its notes which could not run and why."""
+    return compare.measure(
+        tolerance,
+        task_kind(case.task).metrics,
+        load_items(Path(ref.output))[0],  # type: ignore[arg-type]
+        load_items(Path(got.output))[0],  # type: ignore[arg-type]
+        input_set(case.inputs).items,
+        _token_ids(ref),
+        _token_ids(got),
+        _request_meta(got),
+        ref32=load_items(Path(ref32.output))[0] if ref32 is not None else None,  # type: ignore
+    )
+
+
 def verdict_for(
     case: Case,
     runner: str,
@@ -96,25 +122,13 @@ def verdict_for(
     got: RunOutcome | None,
     ref32: RunOutcome | None = None,
 ) -> Verdict:
-    """The verdict (harness.judge.verdict decides) of a case on one runner, comparing the outputs on disk.
-    In half precision with calibrated bounds, `ref32` is the reference run in float32."""
+    """The verdict (harness.judge.verdict decides) of a case on one runner, comparing the outputs
+    on disk. In half precision with calibrated bounds, `ref32` is the reference run in float32."""
     calibrated = needs_fp32_reference(case, dtype)
 
     def measure() -> Measurement:
-        ref_items, _ = load_items(Path(ref.output))  # type: ignore[union-attr, arg-type]
-        got_items, _ = load_items(Path(got.output))  # type: ignore[union-attr, arg-type]
-        ref32_items = load_items(Path(ref32.output))[0] if calibrated else None  # type: ignore
-        return compare.measure(
-            case.tolerance(dtype),
-            task_kind(case.task).metrics,
-            ref_items,
-            got_items,
-            input_set(case.inputs).items,
-            _token_ids(ref),
-            _token_ids(got),
-            _request_meta(got),
-            ref32=ref32_items,
-        )
+        tolerance = case.tolerance(dtype)
+        return measure_outcomes(case, tolerance, ref, got, ref32 if calibrated else None)  # type: ignore[arg-type]
 
     return outcome_verdict(case, runner, ref, got, measure, ref32=ref32, calibrated=calibrated)
 
@@ -230,39 +244,37 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
         model = plan.models[case.id]
         if isinstance(model, ModelProblem) or case.variant_of is not None:
             continue  # nothing to compare, or a derived check case (held to its base case's golden)
-        out[(case.id, REFERENCE_RUNNER)] = golden_reference(
-            case,
-            model.path,
-            model.fingerprint,
-            plan.dtypes[case.id],
-            plan.platform.device,
-            golden_dir,
-        )
-        if needs_fp32_reference(case, plan.dtypes[case.id]):
-            out[(case.id, REFERENCE_FP32)] = golden_fp32_reference(
-                golden_dir, case, model.fingerprint
+        dtype = plan.dtypes[case.id]
+        try:
+            g = golden.read_matching(
+                golden_dir, case, model.path, model.fingerprint, dtype, plan.platform.device
             )
+        except golden.GoldenError as e:
+            out[(case.id, REFERENCE_RUNNER)] = _golden_error(case, REFERENCE_RUNNER, e)
+            continue
+        out.update(golden_outcomes(case, g, model.fingerprint, needs_fp32_reference(case, dtype)))
     return out
 
 
 def golden_reference(
     case: Case, model_path: Path, fingerprint: str, dtype: str, device: str, golden_dir: Path
 ) -> RunOutcome:
-    """One case's reference outcome from its golden: its arrays, and its token ids standing where a
-    live reference's `<out>.requests.json` would, so the token-id and usage checks run on the
-    golden path exactly as on the live one. A golden that is missing, corrupt, made from other
-    weights/inputs or older than token ids is an error outcome saying how to fix it."""
+    """One case's reference outcome from its golden (see golden_outcomes); a golden that is
+    missing, corrupt, made from other weights/inputs or older than token ids is an error outcome
+    saying how to fix it."""
     try:
-        g = golden.read(golden_dir, case.id)
-        golden.check_matches(
-            g,
-            case.id,
-            fingerprint,
-            input_set(case.inputs).sha256,
-            golden.reference_key(case, model_path, dtype, device),
-        )
+        g = golden.read_matching(golden_dir, case, model_path, fingerprint, dtype, device)
     except golden.GoldenError as e:
-        return RunOutcome(case.id, REFERENCE_RUNNER, "error", f"golden {e.kind}: {e}")
+        return _golden_error(case, REFERENCE_RUNNER, e)
+    return golden_outcomes(case, g, fingerprint, calibrated=False)[(case.id, REFERENCE_RUNNER)]
+
+
+def golden_outcomes(
+    case: Case, g: golden.Golden, fingerprint: str, calibrated: bool
+) -> dict[tuple[str, str], RunOutcome]:
+    """A golden as reference outcomes: its arrays, with its token ids standing where a live
+    reference's `<out>.requests.json` would (so the token-id and usage checks run on the golden
+    path exactly as on the live one), and when `calibrated` its float32 reference."""
     info = {
         "golden": str(g.arrays_path),
         "recorded": g.manifest.get("recorded"),
@@ -270,37 +282,22 @@ def golden_reference(
         "device": g.manifest.get("device"),
         "requests_file": str(g.requests_path),
     }
-    return RunOutcome(case.id, REFERENCE_RUNNER, "ok", output=str(g.arrays_path), info=info)
+    ref = RunOutcome(case.id, REFERENCE_RUNNER, "ok", output=str(g.arrays_path), info=info)
+    out = {(case.id, REFERENCE_RUNNER): ref}
+    if calibrated:
+        try:
+            path = golden.fp32_reference(g, case.id, fingerprint, input_set(case.inputs).sha256)
+            # the same tokenization as the golden's arrays: its token ids stand beside it too
+            info32 = {**info, "golden": str(path)}
+            ref32 = RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(path), info=info32)
+        except golden.GoldenError as e:
+            ref32 = _golden_error(case, REFERENCE_FP32, e)
+        out[(case.id, REFERENCE_FP32)] = ref32
+    return out
 
 
-FP32_SIDECAR = "reference-float32.safetensors"
-
-
-def golden_fp32_reference(golden_dir: Path, case: Case, fingerprint: str) -> RunOutcome:
-    """A half-precision golden's float32 reference, recorded beside it (the yardstick of its
-    calibrated bounds), checked against the case's weights and inputs."""
-    path = golden.case_dir(golden_dir, case.id) / FP32_SIDECAR
-    if not path.is_file():
-        return RunOutcome(
-            case.id,
-            REFERENCE_FP32,
-            "error",
-            f"golden has no float32 reference beside it ({path}); record the golden "
-            f"in this dtype again (`parity golden record`, PARITY_DTYPE=...) so its "
-            f"calibrated bounds can be measured",
-        )
-    _, meta = load_items(path)
-    want = {"model_fingerprint": fingerprint, "inputs_sha256": input_set(case.inputs).sha256}
-    stale = [k for k, v in want.items() if meta.get(k) != v]
-    if stale:
-        return RunOutcome(
-            case.id,
-            REFERENCE_FP32,
-            "error",
-            f"golden float32 reference {path} was made from other "
-            f"{' and '.join(stale)}: record it again",
-        )
-    return RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(path), info={"golden": str(path)})
+def _golden_error(case: Case, runner: str, e: golden.GoldenError) -> RunOutcome:
+    return RunOutcome(case.id, runner, "error", f"golden {e.kind}: {e}")
 
 
 def run_cases(
@@ -400,6 +397,7 @@ def golden_session(
                 status=v.status,
                 reason=v.reason,
                 metrics=metrics,
+                checks=v.notes,
                 where=case.where,
                 dtype=plan.dtypes[case.id],
                 device=platform.device,
@@ -426,11 +424,8 @@ def _golden_verdict(
         return Verdict(
             ref.status if ref else "error", ref.reason if ref else "reference not run"
         ), []
-    items, _ = load_items(Path(ref.output))  # type: ignore[arg-type]
-    ids = _token_ids(ref)
-    inputs = input_set(case.inputs)
     dtype = plan.dtypes[case.id]
-    key = golden.reference_key(case, model.path, dtype, plan.platform.device)
+    device = plan.platform.device
     calibrated = needs_fp32_reference(case, dtype)
     if calibrated and (ref32 is None or ref32.status != "ok"):
         why = "was not run" if ref32 is None else f"{ref32.status}: {ref32.reason}"
@@ -439,72 +434,66 @@ def _golden_verdict(
         ), []
 
     def record() -> Path:
-        d = golden.write(
+        return golden.record(
             golden_dir,
-            case.id,
-            items,
-            task=case.task,
-            fingerprint=model.fingerprint,
-            inputs={
-                "name": inputs.name,
-                "version": inputs.version,
-                "sha256": inputs.sha256,
-                "count": len(inputs.items),
-            },
+            case,
+            load_items(Path(ref.output))[0],  # type: ignore[arg-type]
+            _token_ids(ref),
+            model=model,
             dtype=dtype,
-            device=plan.platform.device,
+            device=device,
             versions=ref.info.get("versions", {}),
-            model=model.description,
-            key=key,
-            token_ids=ids,
+            fp32_items=load_items(Path(ref32.output))[0] if calibrated else None,  # type: ignore
         )
-        if calibrated:  # the yardstick, and HF's own error per metric, beside the outputs
-            ref32_items = load_items(Path(ref32.output))[0]  # type: ignore[union-attr, arg-type]
-            names = task_kind(case.task).metrics
-            tol = case.tolerance(dtype)
-            own = {m: compare.METRICS[m](ref32_items, items, inputs.items, tol) for m in names}
-            save_items(
-                golden.case_dir(golden_dir, case.id) / FP32_SIDECAR,
-                ref32_items,
-                {
-                    "dtype": "float32",
-                    "beside_dtype": dtype,
-                    "model_fingerprint": model.fingerprint,
-                    "inputs_sha256": inputs.sha256,
-                    "reference_own_error": own,
-                },
-            )
-        return d
 
     if mode == "update":
         return Verdict("pass", f"golden updated: {record()}"), []
     try:
-        g = golden.read(golden_dir, case.id)
-        golden.check_matches(g, case.id, model.fingerprint, inputs.sha256, key)
+        g = golden.read_matching(golden_dir, case, model.path, model.fingerprint, dtype, device)
     except golden.GoldenError as e:
         if e.kind == "missing" and mode == "record":
             return Verdict(
                 "fail", f"golden was missing; recorded now at {record()}: review and commit it"
             ), []
         return Verdict("error" if e.kind != "missing" else "fail", f"golden {e.kind}: {e}"), []
-    # the same comparison as a runner's against HF: the golden's token ids against the fresh run's;
-    # HF against its own golden in the same dtype: calibrated half bounds hold as their floors
-    tolerance = case.tolerance(dtype).model_copy(update={"k": None})
-    found = compare.measure(
-        tolerance, task_kind(case.task).metrics, g.items, items, inputs.items, _golden_ids(g), ids
+    # the same comparison as a runner's against HF, the golden standing as the reference and the
+    # fresh HF run as the runner; in the same dtype, calibrated half bounds hold as their floors
+    stored = golden_outcomes(case, g, model.fingerprint, calibrated)
+    v, metrics = _against_golden(
+        case, case.tolerance(dtype).model_copy(update={"k": None}), stored, REFERENCE_RUNNER, ref
     )
-    v = judge(case, REFERENCE_RUNNER, found)
-    metrics = [metric_out(m) for m in v.metrics]
+    if v.status == "pass" and calibrated:  # and HF in float32 against the golden's yardstick
+        v32, m32 = _against_golden(
+            case,
+            case.tolerance("float32"),
+            stored,
+            REFERENCE_FP32,
+            ref32,  # type: ignore[arg-type]
+        )
+        metrics += [m.model_copy(update={"name": f"{m.name} (float32)"}) for m in m32]
+        notes = {**v.notes, **{f"{k} (float32)": n for k, n in v32.notes.items()}}
+        v = Verdict(v32.status, v32.reason, notes=notes)
+        if v32.status != "pass":
+            v.reason = f"HF in float32 against the golden's float32 reference: {v32.reason}"
     if v.status != "pass":
-        obtained = golden.write_obtained(golden_dir, case.id, items)
-        return Verdict(
-            v.status, f"HF differs from its golden: {v.reason}; obtained written to {obtained}"
-        ), metrics
+        fresh = load_items(Path(ref.output))[0]  # type: ignore[arg-type]
+        obtained = golden.write_obtained(golden_dir, case.id, fresh)
+        v.reason = f"HF differs from its golden: {v.reason}; obtained written to {obtained}"
     return v, metrics
 
 
-def _golden_ids(g: golden.Golden) -> list | None:
-    return None if g.requests is None else [(m or {}).get("prompt_token_ids") for m in g.requests]
+def _against_golden(
+    case: Case, tolerance, stored: dict, runner: str, fresh: RunOutcome
+) -> tuple[Verdict, list[MetricOut]]:
+    """A fresh HF outcome judged against the golden's outcome for `runner` (hf or hf-fp32)."""
+    ref = stored[(case.id, runner)]
+    if ref.status != "ok":
+        return Verdict("error", ref.reason), []
+    try:
+        v = judge(case, runner, measure_outcomes(case, tolerance, ref, fresh))
+    except Exception as e:  # noqa: BLE001 - as harness.judge.verdict.outcome_verdict
+        return Verdict("error", f"comparison failed: {type(e).__name__}: {e}"), []
+    return v, [metric_out(m) for m in v.metrics]
 
 
 def empty_report(matrix: Matrix, device: str) -> Report:

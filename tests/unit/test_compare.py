@@ -179,6 +179,38 @@ def test_a_token_mismatch_fails_even_when_the_numbers_agree():
 ITEMS4 = tuple("abcd")
 
 
+def test_compare_runs_the_token_and_usage_checks_when_given_their_evidence():
+    """compare() is measure() then judge(): handed token ids and a server's answers it runs the
+    same checks (on `layout` it took outputs only, and a wrong token id passed through it)."""
+    ref = vecs()
+    same = [a.copy() for a in ref]
+    ids = [[2, 10 + i, 3] for i in range(4)]
+    shifted = [[2, 99, 10 + i, 3] for i in range(4)]
+    args = (make_case(), "vllm-v1", TOL, ("cosine_distance", "max_abs"), ref, same, ITEMS4)
+    v = compare(*args, ref_ids=ids, got_ids=shifted)
+    assert v.status == "fail" and "token ids differ at item 0, position 1" in v.reason
+    metas = [{"prompt_token_ids": x, "usage_prompt_tokens": len(x) + 1} for x in ids]
+    v = compare(*args, ref_ids=ids, got_ids=ids, got_meta=metas)
+    assert v.status == "fail" and "usage.prompt_tokens of item 0 is 4" in v.reason
+    v = compare(*args, ref_ids=ids, got_ids=ids)
+    assert v.status == "pass", v.reason
+
+
+def test_the_notes_name_each_check_that_could_not_run_and_why():
+    ref = vecs()
+    m = measure_(ref, [a.copy() for a in ref])
+    assert m.problem is None
+    assert m.notes["token_ids"] == "token ids not compared: the reference recorded none"
+    assert "usage.prompt_tokens not compared: the runner reported none" in m.notes["usage"]
+    assert m.notes["rerank"] == "rerank order not compared: the runner gave no /rerank answers"
+
+
+def measure_(ref, got):
+    from harness.judge.compare import measure
+
+    return measure(TOL, ("max_abs",), ref, got, ITEMS4)
+
+
 def compare_ids(case, ref_ids, got_ids):
     from harness.judge.compare import measure
     from harness.judge.verdict import judge

@@ -248,3 +248,41 @@ def test_an_update_replaces_the_token_ids_file(tmp_path):
     second = json.loads((d / "manifest.json").read_text())["token_ids"]
     assert second["file"] != first and not (d / first).exists() and second["items_with_ids"] == 0
     assert golden.read(tmp_path, "case-a").requests == [{"prompt_token_ids": None}] * 4
+
+
+def test_a_half_golden_lists_its_float32_reference_and_an_edited_one_is_corrupt(tmp_path):
+    """The float32 reference beside a half-precision golden is written like the arrays (temporary
+    name, rename), named with its sha256 in the manifest, and checked when read."""
+    half, fp32 = _items(0), _items(1)
+    golden.write(
+        tmp_path,
+        "case-a",
+        half,
+        task="embed",
+        fingerprint="f" * 64,
+        inputs={"name": "short-texts", "sha256": "i" * 64},
+        dtype="bfloat16",
+        device="cpu",
+        versions={},
+        model="synthetic",
+        key=KEY,
+        token_ids=None,
+        fp32=(fp32, {"model_fingerprint": "f" * 64, "inputs_sha256": "i" * 64}),
+    )
+    g = golden.read(tmp_path, "case-a")
+    entry = g.manifest[golden.FP32_KEY]
+    assert g.fp32_path.name == entry["file"] and entry["sha256"] == golden._sha256(g.fp32_path)
+    assert not list((tmp_path / "case-a").glob("*.tmp"))
+    assert golden.fp32_reference(g, "case-a", "f" * 64, "i" * 64) == g.fp32_path
+    with pytest.raises(GoldenError, match="made from other inputs_sha256") as e:
+        golden.fp32_reference(g, "case-a", "f" * 64, "other")
+    assert e.value.kind == "mismatch"
+    save_file({"item.00000": fp32[0] * 2}, str(g.fp32_path))
+    with pytest.raises(GoldenError, match="do not match the manifest's sha256") as e:
+        golden.read(tmp_path, "case-a")
+    assert e.value.kind == "corrupt"
+    # an update replaces it and removes the old file; a float32 golden lists none
+    _write(tmp_path, _items(2))
+    g = golden.read(tmp_path, "case-a")
+    assert g.fp32_path is None and golden.FP32_KEY not in g.manifest
+    assert not list((tmp_path / "case-a").glob("reference-float32*"))

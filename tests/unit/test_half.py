@@ -277,20 +277,125 @@ def test_every_half_precision_bound_of_the_default_matrix_is_calibrated():
                 assert tol.norm_rel is not None, f"{case.id} {dtype}: vectors need norm_rel"
 
 
-def test_a_half_precision_golden_reads_its_float32_reference_from_beside_it(tmp_path, embed_case):
-    from harness.matrix.inputs import input_set
-    from harness.run.session import FP32_SIDECAR, golden_fp32_reference
+def _half_golden(tmp_path, case, e, ids=None):
+    """`parity golden update` of a bfloat16 golden from outcomes on disk (HF in bf16 and in
+    float32), through the session's own golden path; (verify(fresh ids=None) -> Verdict, dir)."""
+    import json
+    from types import SimpleNamespace
 
-    missing = golden_fp32_reference(tmp_path, embed_case, "fp")
-    assert missing.status == "error" and "no float32 reference beside it" in missing.reason
+    from harness.matrix.inputs import input_set
+    from harness.run.session import _golden_verdict
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
+    model = SimpleNamespace(path=model_dir, fingerprint="fp", description="synthetic")
+    plan = SimpleNamespace(dtypes={case.id: "bfloat16"}, platform=SimpleNamespace(device="cpu"))
+    n = len(input_set(case.inputs).items)
+    ids = ids or [[101, 7 + i, 102] for i in range(n)]
+
+    def outcome(name, runner, items, token_ids):
+        save_items(tmp_path / f"{name}.safetensors", items)
+        (tmp_path / f"{name}.safetensors.requests.json").write_text(
+            json.dumps([{"prompt_token_ids": t} for t in token_ids])
+        )
+        return RunOutcome(case.id, runner, "ok", output=str(tmp_path / f"{name}.safetensors"))
+
+    ref, ref32 = outcome("hf", "hf", e["hf"], ids), outcome("hf32", REFERENCE_FP32, e[None], ids)
+    gdir = tmp_path / "golden"
+    v, _ = _golden_verdict(case, plan, ref, model, gdir, "update", ref32)
+    assert v.status == "pass", v.reason
+
+    def verify(fresh_ids=None):
+        fresh = outcome("fresh", "hf", e["hf"], fresh_ids or ids)
+        fresh32 = outcome("fresh32", REFERENCE_FP32, e[None], fresh_ids or ids)
+        return _golden_verdict(case, plan, fresh, model, gdir, "verify", fresh32)
+
+    return verify, gdir / case.id
+
+
+def _rewrite_fp32(d: Path, items, rehash: bool) -> None:
+    """Edit the float32 reference beside a golden (keeping its metadata); with `rehash`, fix the
+    manifest's sha256 too (someone editing both)."""
+    import json
+
+    from harness.runners.outputs import load_items
+
+    (path,) = d.glob("reference-float32*.safetensors")
+    _, meta = load_items(path)
+    save_items(path, items, meta)
+    manifest = json.loads((d / "manifest.json").read_text())
+    if rehash:
+        from harness.judge.golden import _sha256
+
+        manifest["float32_reference"]["sha256"] = _sha256(path)
+        (d / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_half_precision_golden_keeps_its_float32_reference_and_verify_checks_it(
+    tmp_path, embed_case
+):
+    """The float32 reference beside a bf16 golden (the yardstick of its calibrated bounds) is
+    listed with its sha256 in the manifest and verified: `golden verify` compares a fresh HF
+    float32 run to it, as it compares HF in bf16 to the golden's arrays."""
+    from harness.judge import golden
+
     e, _ = _embed_set(embed_case)
-    (tmp_path / embed_case.id).mkdir()
-    meta = {"model_fingerprint": "fp", "inputs_sha256": input_set(embed_case.inputs).sha256}
-    save_items(tmp_path / embed_case.id / FP32_SIDECAR, e[None], meta)
-    got = golden_fp32_reference(tmp_path, embed_case, "fp")
-    assert got.status == "ok" and got.runner == REFERENCE_FP32
-    stale = golden_fp32_reference(tmp_path, embed_case, "other-weights")
-    assert stale.status == "error" and "model_fingerprint" in stale.reason
+    verify, d = _half_golden(tmp_path, embed_case, e)
+    m = golden.read(d.parent, embed_case.id).manifest
+    assert m["schema_version"] == 3 and m["float32_reference"]["file"].startswith(
+        "reference-float32-"
+    )
+    v, metrics = verify()
+    assert v.status == "pass", v.reason
+    assert "cosine_distance (float32)" in [x.name for x in metrics]
+    assert v.notes["token_ids (float32)"].startswith("token ids equal for")
+    # a drifted yardstick, the manifest's hash edited to match: the values fail
+    _rewrite_fp32(d, [a + 1e-3 for a in e[None]], rehash=True)
+    v, _ = verify()
+    assert v.status == "fail", v.reason
+    assert "HF in float32 against the golden's float32 reference: cosine_distance" in v.reason
+
+
+def test_a_tampered_float32_reference_beside_a_half_golden_is_refused(tmp_path, embed_case):
+    """Edited without its hash: the golden is corrupt, not a yardstick (green on `layout`, where
+    the sidecar was not in the manifest)."""
+    e, _ = _embed_set(embed_case)
+    verify, d = _half_golden(tmp_path, embed_case, e)
+    _rewrite_fp32(d, [a * 2 for a in e[None]], rehash=False)
+    v, _ = verify()
+    assert v.status == "error", v.reason
+    assert "golden corrupt" in v.reason and "do not match the manifest's sha256" in v.reason
+
+
+def test_golden_verify_of_a_half_golden_runs_the_token_id_check(tmp_path, embed_case):
+    e, _ = _embed_set(embed_case)
+    verify, _ = _half_golden(tmp_path, embed_case, e)
+    n = len(e["hf"])
+    v, _ = verify([[101, 999, 7 + i, 102] for i in range(n)])  # a token slipped in, every prompt
+    assert v.status == "fail" and "token ids differ at item 0, position 1" in v.reason
+
+
+def test_a_half_run_against_its_golden_reads_the_float32_reference_from_it(tmp_path, embed_case):
+    from harness.judge import golden
+    from harness.run.session import golden_outcomes
+
+    e, _ = _embed_set(embed_case)
+    _, d = _half_golden(tmp_path, embed_case, e)
+    g = golden.read(d.parent, embed_case.id)
+    out = golden_outcomes(embed_case, g, "fp", calibrated=True)
+    ref32 = out[(embed_case.id, REFERENCE_FP32)]
+    assert ref32.status == "ok" and Path(ref32.output) == g.fp32_path
+    stale = golden_outcomes(embed_case, g, "other-weights", calibrated=True)
+    stale32 = stale[(embed_case.id, REFERENCE_FP32)]
+    assert stale32.status == "error" and "model_fingerprint" in stale32.reason
+    # a golden without its float32 reference, or with one written before it was listed
+    g_plain = golden.Golden(g.items, g.manifest, g.arrays_path)
+    missing = golden_outcomes(embed_case, g_plain, "fp", calibrated=True)
+    assert "no float32 reference beside it" in missing[(embed_case.id, REFERENCE_FP32)].reason
+    save_items(d / golden.LEGACY_FP32_SIDECAR, e[None], {"model_fingerprint": "fp"})
+    legacy = golden_outcomes(embed_case, g_plain, "fp", calibrated=True)
+    assert "golden stale" in legacy[(embed_case.id, REFERENCE_FP32)].reason
 
 
 def test_a_half_run_adds_a_float32_reference_load_to_the_hf_queue_a_float32_run_none(monkeypatch):

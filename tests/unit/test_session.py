@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from harness.run.execute import RunOutcome
 from harness.run.session import verdict_for
 from harness.runners.outputs import save_items
@@ -166,3 +168,58 @@ def test_a_runner_inserting_a_token_fails_against_the_golden_as_against_live_hf(
     assert stale.status == "error" and f"`parity golden update -k {case.id}`" in stale.reason
     v = verdict_for(case, "vllm-v1", "float32", stale, bad)
     assert v.status == "error" and "token ids" in v.reason
+
+
+def test_a_served_runners_usage_is_held_to_the_goldens_token_ids(tmp_path):
+    """--against golden passes the runner's per-item answers to the same comparison as a live
+    reference: usage.prompt_tokens off by one fails against the golden's token ids, and the
+    checks that had no evidence (rerank) say so."""
+    import json
+
+    import numpy as np
+
+    from harness.judge import golden
+    from harness.matrix.inputs import input_set
+    from harness.run.session import golden_reference
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
+    case = make_case(
+        runners=["hf", "vllm-serve-v1"],
+        inputs="short-texts",
+        model={"source": "local", "path": str(model_dir)},
+    )
+    n = len(input_set(case.inputs).items)
+    outputs = [np.random.default_rng(i).normal(size=8).astype(np.float32) for i in range(n)]
+    ids = [[101, 2000 + i, 102] for i in range(n)]
+    golden.write(
+        tmp_path / "golden",
+        case.id,
+        outputs,
+        task=case.task,
+        fingerprint="f" * 64,
+        inputs={"name": "short-texts", "sha256": input_set(case.inputs).sha256},
+        dtype="float32",
+        device="cpu",
+        versions={},
+        model="synthetic",
+        key=golden.reference_key(case, model_dir, "float32", "cpu"),
+        token_ids=ids,
+    )
+    ref = golden_reference(case, model_dir, "f" * 64, "float32", "cpu", tmp_path / "golden")
+
+    def served(offset):
+        path = tmp_path / f"serve{offset}.safetensors"
+        save_items(path, outputs)
+        metas = [{"prompt_token_ids": x, "usage_prompt_tokens": len(x) + offset} for x in ids]
+        Path(f"{path}.requests.json").write_text(json.dumps(metas))
+        info = {"actual_runner": "v1"}
+        return RunOutcome(case.id, "vllm-serve-v1", "ok", output=str(path), info=info)
+
+    v = verdict_for(case, "vllm-serve-v1", "float32", ref, served(1))
+    assert v.status == "fail" and "usage.prompt_tokens of item 0 is 4" in v.reason, v.reason
+    v = verdict_for(case, "vllm-serve-v1", "float32", ref, served(0))
+    assert v.status == "pass", v.reason
+    assert v.notes["usage"].startswith("usage.prompt_tokens equal to the reference's token count")
+    assert v.notes["rerank"] == "rerank order not compared: the runner gave no /rerank answers"

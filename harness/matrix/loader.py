@@ -26,6 +26,8 @@ from harness.matrix.schema import (
 from harness.matrix.tasks import task_kind
 
 TOP_LEVEL_KEYS = ("include", "defaults", "families", "cases", "select")
+# Case fields the harness sets (file:line; on derived check cases, their base, check and options)
+INTERNAL_KEYS = ("where", "variant_of", "check", "run_options")
 
 
 class _Doc:
@@ -206,7 +208,7 @@ def _fields_for(loc: tuple) -> list[str]:
         "serve": ServeOptions,
     }
     if len(loc) == 1:
-        return [f for f in Case.model_fields if f not in ("where", "variant_of", "run_options")]
+        return [f for f in Case.model_fields if f not in INTERNAL_KEYS]
     if len(loc) == 3 and loc[0] == "tolerances":
         return list(Tolerance.model_fields)
     if len(loc) == 2 and loc[0] in models:
@@ -288,7 +290,7 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
                 )
                 continue
         merged = _merge_layers(layers.defaults, fam[0] if fam else {}, raw)
-        internal = sorted({"variant_of", "run_options", "where"} & set(merged))
+        internal = sorted(set(INTERNAL_KEYS) & set(merged))
         if internal or "@" in case_id:
             what = (
                 f"key {internal[0]!r} is set by the harness, not a matrix"

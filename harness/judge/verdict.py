@@ -225,9 +225,10 @@ def outcome_verdict(
         return Verdict("error", "not run (the run was interrupted or the worker never reached it)")
     if got.status != "ok":
         return runner_error(case, runner, got.status, got.reason, got.error)
-    from harness.matrix.runner_names import model_runner_variant
+    from harness.matrix.runner_names import runner_info
 
-    variant = model_runner_variant(runner)
+    info = runner_info(runner)
+    variant = info.variant if info.is_vllm else None
     actual = got.info.get("actual_runner")
     if variant in ("v1", "v2") and actual != variant:
         return Verdict(

@@ -51,7 +51,13 @@ class RunnerInfo:
 
     @property
     def is_reference(self) -> bool:
+        """The reference every vLLM runner is compared with (in the case's dtype)."""
         return self.name == REFERENCE_RUNNER
+
+    @property
+    def is_hf(self) -> bool:
+        """Hugging Face runs it: the reference, or its float32 twin of half-precision cases."""
+        return self.kind == "hf"
 
 
 def runner_kind(name: str) -> tuple[str, str | None]:

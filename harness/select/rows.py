@@ -23,7 +23,7 @@ from typing import Literal
 import yaml
 
 from harness.matrix.checks import expand_checks
-from harness.matrix.runner_names import REFERENCE_RUNNER, model_runner_variant
+from harness.matrix.runner_names import REFERENCE_RUNNER, runner_info
 from harness.matrix.schema import Case, Matrix, SyntheticModel
 from harness.select.vllm_source import CONFIG_MAP_FILE, MODELS_DIR, REGISTRY, VllmSource
 
@@ -122,14 +122,14 @@ def _version_under_test() -> str | None:
 
 
 def _in_rows(rows: Rows, case: Case, runner: str) -> bool:
-    if runner == REFERENCE_RUNNER:
+    info = runner_info(runner)
+    if info.is_reference:
         return rows == "all"
     if rows in ("all", "vllm"):
         return True
-    server = runner.startswith("vllm-serve")
     if rows in ("offline", "server"):
-        return server == (rows == "server")
-    variant = model_runner_variant(runner)
+        return info.is_server == (rows == "server")
+    variant = info.variant if info.is_vllm else None
     if variant == "auto":  # the runner vLLM picks; unknown expectation: either
         want = case.expected_auto_runner
         if isinstance(want, dict):  # by release: the vLLM under test's, else either runner named

@@ -61,7 +61,8 @@ class RunnerInfo:
 
 
 def runner_kind(name: str) -> tuple[str, str | None]:
-    """'vllm-v2' -> ('vllm', 'v2'); 'vllm-serve-v2' -> ('vllm-serve', 'v2'); 'hf' -> ('hf', None)."""
+    """'vllm-v2' -> ('vllm', 'v2'); 'vllm-serve-v2' -> ('vllm-serve', 'v2');
+    'hf' -> ('hf', None)."""
     for kind in sorted(KINDS, key=len, reverse=True):
         if name == kind or name.startswith(kind + "-"):
             return kind, name[len(kind) + 1 :] or None

@@ -169,7 +169,8 @@ class Executor:
                 w.stop()
 
     def _load_model(self, worker: Worker, load: Load) -> tuple[dict | None, tuple[str, str]]:
-        """(info, ("", "")) when loaded, else (None, (reason, error)). Starts the worker if needed."""
+        """(info, ("", "")) when loaded, else (None, (reason, error)). Starts the worker if
+        needed."""
         req = LoadRequest(
             model_dir=str(load.model.path),
             dtype=load.dtype,
@@ -182,8 +183,8 @@ class Executor:
         started = 0.0
         if worker.alive and worker.rss_mb is not None and worker.rss_mb > self.rss_limit_mb:
             self.progress(
-                f"recycling the {load.runner} worker: {worker.rss_mb:.0f} MiB resident after its last "
-                f"model, limit {self.rss_limit_mb:.0f} MiB ({RSS_LIMIT_ENV})",
+                f"recycling the {load.runner} worker: {worker.rss_mb:.0f} MiB resident after its "
+                f"last model, limit {self.rss_limit_mb:.0f} MiB ({RSS_LIMIT_ENV})",
                 None,
             )
             worker.stop()

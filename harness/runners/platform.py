@@ -152,7 +152,8 @@ def vllm_dist_alias() -> str | None:
 def detect_device() -> Device:
     """`cpu` without an NVIDIA driver; with one, `cuda` if the installed torch can use it, else a
     clear error (a CPU install on a GPU host must say PARITY_DEVICE=cpu). PARITY_DEVICE overrides.
-    The parent never imports torch: the installed torch is asked in a subprocess, only on GPU hosts."""
+    The parent never imports torch: the installed torch is asked in a subprocess, only on GPU
+    hosts."""
     forced = os.environ.get("PARITY_DEVICE")
     if forced:
         if forced not in ("cpu", "cuda"):
@@ -163,8 +164,9 @@ def detect_device() -> Device:
     usable, build = torch_cuda()
     if not usable:
         raise RuntimeError(
-            f"an NVIDIA driver is present but the installed torch ({build}) cannot use CUDA: install "
-            f"with PARITY_BACKEND=cuda (nox), or set PARITY_DEVICE=cpu to run on the CPU on purpose"
+            f"an NVIDIA driver is present but the installed torch ({build}) cannot use CUDA: "
+            f"install with PARITY_BACKEND=cuda (nox), or set PARITY_DEVICE=cpu to run on the CPU "
+            f"on purpose"
         )
     return "cuda"
 

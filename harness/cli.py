@@ -19,7 +19,7 @@ from rich.table import Table
 
 from harness.judge.verdict import is_failing
 from harness.matrix.loader import filter_cases, parse_shard, shard_cases
-from harness.matrix.runner_names import RUNNER_NAMES
+from harness.matrix.runner_names import RUNNER_NAMES, runner_info
 from harness.matrix.schema import MatrixError
 from harness.report.markdown import metrics_cell
 from harness.report.model import ORDER, Report, read_json
@@ -269,14 +269,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.run.plan import needs_fp32_reference
 
     total = sum(
-        len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"])
+        len(
+            [
+                r
+                for r in c.runners
+                if not args.runners or r in args.runners or runner_info(r).is_reference
+            ]
+        )
         for c in expand_checks(cases)
     )
     # half precision: HF also runs in float32 for each case with calibrated bounds
     total += sum(
         1
         for c in cases
-        if "hf" in c.runners
+        if any(runner_info(r).is_reference for r in c.runners)
         and needs_fp32_reference(c, args.dtype or c.dtype or platform.default_dtype)
     )
     with progress_bar("parity", total) as progress:
@@ -335,7 +341,13 @@ def cmd_mteb(args: argparse.Namespace) -> int:
     platform = Platform(args.device or detect_device())
     run_dir = Path(args.out or f"runs/mteb-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
     total = sum(
-        len([r for r in c.runners if not args.runners or r in args.runners or r == "hf"])
+        len(
+            [
+                r
+                for r in c.runners
+                if not args.runners or r in args.runners or runner_info(r).is_reference
+            ]
+        )
         for c in cases
     )
     with progress_bar("mteb", total) as progress:

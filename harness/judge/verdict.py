@@ -225,9 +225,10 @@ def outcome_verdict(
         return Verdict("error", "not run (the run was interrupted or the worker never reached it)")
     if got.status != "ok":
         return runner_error(case, runner, got.status, got.reason, got.error)
-    from harness.matrix.runner_names import model_runner_variant
+    from harness.matrix.runner_names import runner_info
 
-    variant = model_runner_variant(runner)
+    info = runner_info(runner)
+    variant = info.variant if info.is_vllm else None
     actual = got.info.get("actual_runner")
     if variant in ("v1", "v2") and actual != variant:
         return Verdict(
@@ -270,115 +271,14 @@ def outcome_verdict(
 
 def check_not_in_effect(case: "Case", info: dict) -> str | None:
     """For a derived invariance case (`<id>@<check>`): why the engine feature it exercises was not
-    in effect, from what the engine reported: its effective settings, per request the prompt
-    lengths and prefix-cache hits, what its scheduler did (arrival order, requests and tokens per
-    step: harness.runners.engine_trace) and, for a server, its own metrics. A check that did not
+    in effect, from what the runner reported (`info`). Every derived case must prove its check;
+    what proves each one is the check's own (harness.matrix.checks.CHECKS). A check that did not
     take effect, or whose effect could not be read, proves nothing: an error."""
-    if case.variant_of is None or "@" not in case.id:
+    if case.check is None:
         return None
-    check = case.id.split("@", 1)[1]
-    eff = info.get("effective") or {}
-    req = info.get("requests") or {}
-    head = f"invariance check {check} did not take effect"
-    unproven = f"invariance check {check} is not proven"
-    untraced = (
-        f"{unproven}: no trace of vLLM's scheduler for this run "
-        f"({(info.get('engine_trace') or {}).get('absent') or 'the runner recorded none'})"
-    )
-    if check == "shuffle":
-        order = req.get("arrival_order")
-        if order is None:
-            return untraced
-        if order == sorted(order):
-            return (
-                f"{head}: vLLM's scheduler received the {len(order)} requests in input order "
-                f"(the permutation is the identity), as in the base run"
-            )
-    elif check == "one_by_one":
-        peak, count = req.get("peak_batch"), req.get("count")
-        if peak is None:
-            return untraced
-        if not count or count < 2:
-            return f"{head}: the case has {count} request(s); a batch of one is the base run itself"
-        if peak != 1:
-            return (
-                f"{head}: an engine step scheduled {peak} requests together "
-                f"(one in every step needed)"
-            )
-    elif check == "chunked_prefill":
-        chunk, longest = eff.get("max_num_batched_tokens"), req.get("max_prompt_tokens")
-        if eff.get("enable_chunked_prefill") is not True:
-            return f"{head}: the engine ran with enable_chunked_prefill={eff.get('enable_chunked_prefill')}"
-        if req.get("split_prompts") is None:
-            return untraced
-        if not req["split_prompts"]:
-            return (
-                f"{head}: vLLM's scheduler split no prompt across engine steps (longest prompt "
-                f"{longest} tokens, {chunk}-token steps); use longer inputs or a smaller "
-                f"max_num_batched_tokens"
-            )
-    elif check == "no_chunked_prefill":
-        budget, tokens = eff.get("max_num_batched_tokens"), req.get("tokens_scheduled")
-        if eff.get("enable_chunked_prefill") is not False:
-            return f"{head}: the engine ran with enable_chunked_prefill={eff.get('enable_chunked_prefill')}"
-        if req.get("split_prompts") is None:
-            return untraced
-        if req["split_prompts"]:
-            split = req["split_prompts"]
-            return f"{head}: vLLM's scheduler split {split} prompt(s) across engine steps"
-        if budget is None or tokens <= budget:
-            return (
-                f"{head}: all {tokens} prompt tokens fit one {budget}-token step, so no "
-                f"prompt had to wait for a later step instead of being split (as in the base "
-                f"run); use more inputs or a smaller max_num_batched_tokens"
-            )
-    elif check == "prefix_cache":
-        if eff.get("enable_prefix_caching") is not True:
-            return f"{head}: the engine ran with enable_prefix_caching={eff.get('enable_prefix_caching')}"
-        if not req.get("cached_tokens"):
-            return (
-                f"{head}: the second pass read {req.get('cached_tokens')} tokens from the prefix cache "
-                f"(prompts of {req.get('min_prompt_tokens')}-{req.get('max_prompt_tokens')} tokens, "
-                f"KV block {eff.get('block_size')}): a prompt shorter than a block cannot hit the cache"
-            )
-    elif check in ("concurrent", "sequential"):
-        peak = req.get("peak_in_flight")
-        if peak is None or (peak < 2 if check == "concurrent" else peak != 1):
-            return (
-                f"{head}: at most {peak} requests were in flight at once "
-                f"({'more than one' if check == 'concurrent' else 'exactly one'} needed)"
-            )
-        if check == "concurrent":
-            return _server_batching_unproven(unproven, req)
-        server = req.get("server_metrics") or {}
-        if (server.get("requests_finished") or 0) > (server.get("engine_steps") or 0) > 0:
-            done, steps = server["requests_finished"], server["engine_steps"]
-            return (
-                f"{head}: one request was in flight at a time, yet the server finished "
-                f"{done} requests in {steps} engine steps"
-            )
-    elif check == "no_prefix_cache":
-        if eff.get("enable_prefix_caching") is not False or req.get("cached_tokens"):
-            return (
-                f"{head}: enable_prefix_caching={eff.get('enable_prefix_caching')}, "
-                f"{req.get('cached_tokens')} tokens read from the cache"
-            )
-    return None
+    from harness.matrix.checks import CHECKS, Evidence
 
-
-def _server_batching_unproven(unproven: str, req: dict) -> str | None:
-    """Requests in flight at once are the client's doing; that the server ran them together is
-    read from its /metrics: more requests finished than engine steps ran during the case means
-    some step held two or more (each finished request is counted in exactly one step)."""
-    server = req.get("server_metrics") or {}
-    if server.get("error"):
-        return f"{unproven}: the server's /metrics could not be read ({server['error']})"
-    steps, done = server.get("engine_steps"), server.get("requests_finished")
-    if steps is None or done is None:
-        return f"{unproven}: the server's /metrics has no engine-step or finished-request counts"
-    if done <= steps:
-        return (
-            f"{unproven}: the server finished {done} requests in {steps} engine steps, so no "
-            f"step is known to have held more than one (the server may not have batched them)"
-        )
-    return None
+    check = CHECKS.get(case.check)
+    if check is None:
+        return f"invariance check {case.check} is unknown; valid: {', '.join(CHECKS)}"
+    return check.proof(Evidence.of(case.check, info))

@@ -1,7 +1,8 @@
 """Inputs users bring: texts, pairs and images from files or inline in the matrix.
 
     inputs: {file: data/texts.txt}        # one text a line (blank lines skipped)
-    inputs: {file: data/pairs.jsonl}      # a JSON object a line: {"text"} | {"query", "document"} | {"image": path}
+    inputs: {file: data/pairs.jsonl}      # a JSON object a line: {"text"} |
+                                          #   {"query", "document"} | {"image": path}
     inputs: {images: data/pages/}         # every .png / .jpg / .jpeg of a folder, sorted by name
     inputs: {texts: [first, second]}      # inline
     inputs: {pairs: [[query, document], ...]}
@@ -82,8 +83,8 @@ def _jsonl(path: Path, base: Path) -> list[Item]:
             items.append(_image_item(_safe(obj["image"], base, relative_to=path.parent), where))
         else:
             raise InputError(
-                f"{where}: expected a string 'text', strings 'query' and 'document', or an 'image' path; "
-                f"got keys {sorted(obj)}"
+                f"{where}: expected a string 'text', strings 'query' and 'document', or an "
+                f"'image' path; got keys {sorted(obj)}"
             )
     kinds = {type(it).__name__ for it in items}
     if "tuple" in kinds and len(kinds) > 1:
@@ -94,7 +95,8 @@ def _jsonl(path: Path, base: Path) -> list[Item]:
 
 
 def load(spec: Any, base: Path) -> InputSet:
-    """Read an input spec (see the module doc) into a registered InputSet; its name goes in the case."""
+    """Read an input spec (see the module doc) into a registered InputSet; its name goes in the
+    case."""
     if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in KINDS:
         raise InputError(
             f"an input spec is a mapping with exactly one of {', '.join(KINDS)}, got {spec!r}"
@@ -130,7 +132,8 @@ def load(spec: Any, base: Path) -> InputSet:
             raise InputError(f"inputs.file: {path}: expected a .txt (a text a line) or .jsonl file")
     if not items:
         raise InputError(
-            f"inputs.{kind}: the input set is empty ({value if kind in ('file', 'images') else 'inline'})"
+            f"inputs.{kind}: the input set is empty "
+            f"({value if kind in ('file', 'images') else 'inline'})"
         )
     for it in items:
         portable.append(

@@ -120,8 +120,10 @@ def _adversarial_texts() -> tuple[Item, ...]:
     )  # about 100 tokens: inside 128 positions
     return (
         "\u732b\u304c\u9759\u304b\u306b\u5ea7\u3063\u3066\u3044\u308b\u3002",  # Japanese
-        "\u0627\u0644\u0642\u0637\u0629 \u062a\u062c\u0644\u0633 \u0628\u0647\u062f\u0648\u0621",  # Arabic (RTL)
-        "family \U0001f468\u200d\U0001f469\u200d\U0001f467 and a cat \U0001f408",  # emoji, ZWJ sequence
+        # Arabic (RTL)
+        "\u0627\u0644\u0642\u0637\u0629 \u062a\u062c\u0644\u0633 \u0628\u0647\u062f\u0648\u0621",
+        # emoji, ZWJ sequence
+        "family \U0001f468\u200d\U0001f469\u200d\U0001f467 and a cat \U0001f408",
         cafe_nfc,
         cafe_nfd,
         "  leading and trailing spaces  ",
@@ -165,7 +167,8 @@ def _texts_and_images() -> tuple[Item, ...]:
 
 
 def _query_image_pairs() -> tuple[Item, ...]:
-    # each text query meets 4 images: the one it describes first, then 3 others (rankings are checked)
+    # each text query meets 4 images: the one it describes first, then 3 others (rankings are
+    # checked)
     queries = [
         "a smooth colour gradient",
         "black and white checkerboard squares",

@@ -26,6 +26,8 @@ from harness.matrix.schema import (
 from harness.matrix.tasks import task_kind
 
 TOP_LEVEL_KEYS = ("include", "defaults", "families", "cases", "select")
+# Case fields the harness sets (file:line; on derived check cases, their base, check and options)
+INTERNAL_KEYS = ("where", "variant_of", "check", "run_options")
 
 
 class _Doc:
@@ -118,7 +120,7 @@ class _Layers:
 
     def __init__(self) -> None:
         self.defaults: dict = {}
-        self.defaults_src: list[tuple[_Doc, tuple]] = []
+        self.defaults_src: list[_Doc] = []  # the files with `defaults:`, in the order merged
         self.families: dict[str, tuple[dict, _Doc]] = {}
         self.cases: list[tuple[dict, _Doc, int]] = []
         self.select: tuple[list[str], _Doc] | None = None
@@ -148,7 +150,8 @@ def _collect(path: Path, layers: _Layers, seen: tuple[Path, ...]) -> None:
         _collect(target, layers, (*seen, path))
     defaults = _expect(doc, data.get("defaults", {}) or {}, dict, "defaults")
     layers.defaults = _deep_merge(layers.defaults, defaults)
-    layers.defaults_src.append((doc, ("defaults",)))
+    if defaults:
+        layers.defaults_src.append(doc)
     families = _expect(doc, data.get("families", {}) or {}, dict, "families")
     for name, fam in families.items():
         _expect(doc, fam, dict, "families", name)
@@ -162,7 +165,13 @@ def _collect(path: Path, layers: _Layers, seen: tuple[Path, ...]) -> None:
 
 
 def _error_location(
-    loc: tuple, raw: dict, doc: _Doc, i: int, fam: tuple[dict, _Doc] | None, fam_name: str
+    loc: tuple,
+    raw: dict,
+    doc: _Doc,
+    i: int,
+    fam: tuple[dict, _Doc] | None,
+    fam_name: str,
+    defaults: list[_Doc],
 ) -> str:
     """Find which layer (case, family, defaults) set the offending key, and its line."""
     key = loc[0] if loc else None
@@ -170,11 +179,40 @@ def _error_location(
         return doc.where("cases", i, *loc)
     if fam is not None and key in fam[0]:
         return fam[1].where("families", fam_name, *loc)
+    src = _defaults_source(defaults, loc)
+    if src is not None:
+        return src.where("defaults", *loc)
     return doc.where("cases", i)
 
 
+def _defaults_source(defaults: list[_Doc], loc: tuple) -> _Doc | None:
+    """The file whose `defaults:` holds the value at `loc`: of the files that set loc[0], the one
+    that goes deepest along `loc` (merged last on a tie: it overrides the earlier ones)."""
+    best, depth = None, 0
+    for d in defaults:
+        node, n = d.data.get("defaults"), 0
+        for key in loc:
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+                node = node[key]
+            else:
+                break
+            n += 1
+        if n and n >= depth:
+            best, depth = d, n
+    return best
+
+
 def _format_validation(
-    err: ValidationError, raw: dict, doc: _Doc, i: int, fam, fam_name: str, case_id: str
+    err: ValidationError,
+    raw: dict,
+    doc: _Doc,
+    i: int,
+    fam,
+    fam_name: str,
+    case_id: str,
+    defaults: list[_Doc],
 ) -> str:
     lines = []
     for e in err.errors():
@@ -183,7 +221,7 @@ def _format_validation(
         yaml_loc = loc
         if len(loc) > 1 and loc[0] == "model" and loc[1] in MODEL_TAGS:
             yaml_loc = (loc[0], *loc[2:])
-        where = _error_location(yaml_loc, raw, doc, i, fam, fam_name)
+        where = _error_location(yaml_loc, raw, doc, i, fam, fam_name, defaults)
         key = ".".join(str(p) for p in yaml_loc) or "(case)"
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
@@ -206,7 +244,7 @@ def _fields_for(loc: tuple) -> list[str]:
         "serve": ServeOptions,
     }
     if len(loc) == 1:
-        return [f for f in Case.model_fields if f not in ("where", "variant_of", "run_options")]
+        return [f for f in Case.model_fields if f not in INTERNAL_KEYS]
     if len(loc) == 3 and loc[0] == "tolerances":
         return list(Tolerance.model_fields)
     if len(loc) == 2 and loc[0] in models:
@@ -281,14 +319,19 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
         if fam_name is not None:
             fam = layers.families.get(str(fam_name))
             if fam is None:
+                at = _error_location(("family",), raw, doc, i, None, "", layers.defaults_src)
                 valid = ", ".join(sorted(layers.families)) or "(none defined)"
                 problems.append(
-                    f"{doc.where('cases', i, 'family')}: case {case_id!r}, key 'family': "
+                    f"{at}: case {case_id!r}, key 'family': "
                     f"unknown family {fam_name!r}; valid families: {valid}"
                 )
                 continue
         merged = _merge_layers(layers.defaults, fam[0] if fam else {}, raw)
-        internal = sorted({"variant_of", "run_options", "where"} & set(merged))
+
+        def locate(loc: tuple, raw=raw, doc=doc, i=i, fam=fam, fam_name=str(fam_name)) -> str:
+            return _error_location(loc, raw, doc, i, fam, fam_name, layers.defaults_src)
+
+        internal = sorted(set(INTERNAL_KEYS) & set(merged))
         if internal or "@" in case_id:
             what = (
                 f"key {internal[0]!r} is set by the harness, not a matrix"
@@ -304,28 +347,26 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
             try:
                 merged["inputs"] = load(merged["inputs"], doc.path.parent).name
             except InputError as e:
-                problems.append(
-                    f"{_error_location(('inputs',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
-                    f"key 'inputs': {e}"
-                )
+                problems.append(f"{locate(('inputs',))}: case {case_id!r}, key 'inputs': {e}")
                 continue
         try:
             case = Case.model_validate(merged, context={"vocabulary": vocabulary})
         except ValidationError as e:
-            problems.append(_format_validation(e, raw, doc, i, fam, str(fam_name), case_id))
+            problems.append(
+                _format_validation(e, raw, doc, i, fam, str(fam_name), case_id, layers.defaults_src)
+            )
             continue
         unbounded = _unbounded_required(case)
         if unbounded:
             problems.append(
-                f"{_error_location(('tolerances',), raw, doc, i, fam, str(fam_name))}: case {case_id!r}, "
-                f"key 'tolerances': {unbounded}"
+                f"{locate(('tolerances',))}: case {case_id!r}, key 'tolerances': {unbounded}"
             )
             continue
         from harness.matrix.inputs import distinct_inputs, input_set
 
         n_distinct = distinct_inputs(input_set(case.inputs).items)
         if n_distinct < 2:
-            at = _error_location(("inputs",), raw, doc, i, fam, str(fam_name))
+            at = locate(("inputs",))
             problems.append(
                 f"{at}: case {case_id!r}, key 'inputs': input set {case.inputs!r} has "
                 f"{n_distinct} distinct input(s); a case needs >= 2 distinct inputs, "
@@ -336,7 +377,7 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
         ungated = _ungated_bounds(case)
         if ungated:
             key = ungated.split("'")[1].split(".")[0]
-            at = _error_location((key,), raw, doc, i, fam, str(fam_name))
+            at = locate((key,))
             problems.append(f"{at}: case {case_id!r}, {ungated}")
             continue
         if case.dtype is not None and case.dtype not in case.tolerances:
@@ -351,7 +392,7 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
             )
             continue
         seen_ids[case.id] = case.where
-        checks_at[case.id] = _error_location(("checks",), raw, doc, i, fam, str(fam_name))
+        checks_at[case.id] = locate(("checks",))
         cases.append(case)
     if layers.select is not None:
         patterns, sdoc = layers.select

@@ -14,7 +14,8 @@ def cache_root() -> Path:
 
 
 class UnsafePath(ValueError):
-    """A matrix path points outside the project and the cache, and absolute paths are not allowed."""
+    """A matrix path points outside the project and the cache, and absolute paths are not
+    allowed."""
 
 
 def contained_path(raw: str, base: Path, what: str, relative_to: Path | None = None) -> Path:
@@ -29,6 +30,7 @@ def contained_path(raw: str, base: Path, what: str, relative_to: Path | None = N
     if not inside and os.environ.get("PARITY_ALLOW_ABSOLUTE_PATHS") != "1":
         raise UnsafePath(
             f"{what} {raw!r} resolves to {path}, outside the project "
-            f"({allowed[0]}) and the cache ({allowed[1]}); set PARITY_ALLOW_ABSOLUTE_PATHS=1 to allow it"
+            f"({allowed[0]}) and the cache ({allowed[1]}); set PARITY_ALLOW_ABSOLUTE_PATHS=1 to "
+            f"allow it"
         )
     return path

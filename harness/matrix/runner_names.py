@@ -51,11 +51,18 @@ class RunnerInfo:
 
     @property
     def is_reference(self) -> bool:
+        """The reference every vLLM runner is compared with (in the case's dtype)."""
         return self.name == REFERENCE_RUNNER
+
+    @property
+    def is_hf(self) -> bool:
+        """Hugging Face runs it: the reference, or its float32 twin of half-precision cases."""
+        return self.kind == "hf"
 
 
 def runner_kind(name: str) -> tuple[str, str | None]:
-    """'vllm-v2' -> ('vllm', 'v2'); 'vllm-serve-v2' -> ('vllm-serve', 'v2'); 'hf' -> ('hf', None)."""
+    """'vllm-v2' -> ('vllm', 'v2'); 'vllm-serve-v2' -> ('vllm-serve', 'v2');
+    'hf' -> ('hf', None)."""
     for kind in sorted(KINDS, key=len, reverse=True):
         if name == kind or name.startswith(kind + "-"):
             return kind, name[len(kind) + 1 :] or None

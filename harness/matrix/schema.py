@@ -6,7 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from harness.matrix.runner_names import REFERENCE_RUNNER, RunnerName
 from harness.matrix.tasks import TaskName
@@ -14,17 +22,13 @@ from harness.matrix.tasks import TaskName
 Dtype = Literal["float32", "float16", "bfloat16"]
 
 
-# invariance checks a case can ask for (what each does: harness.matrix.checks)
-CheckName = Literal[
-    "shuffle",
-    "one_by_one",
-    "chunked_prefill",
-    "no_chunked_prefill",
-    "prefix_cache",
-    "no_prefix_cache",
-    "concurrent",
-    "sequential",
-]
+def _known_check(name: str) -> str:
+    """An invariance check's name: one of harness.matrix.checks.CHECKS."""
+    from harness.matrix.checks import CHECKS
+
+    if name not in CHECKS:
+        raise ValueError(f"unknown check {name!r}; valid: {', '.join(CHECKS)}")
+    return name
 
 
 @dataclass(frozen=True)
@@ -249,7 +253,8 @@ class Case(_Strict):
     expected_auto_runner: Literal["v1", "v2"] | dict[str, Literal["v1", "v2"]] | None = None
     trust_remote_code: bool = False
     # invariance checks (harness.matrix.checks): each becomes a derived case `<id>@<check>`
-    checks: list[CheckName] = Field(default_factory=list)
+    # (the names: harness.matrix.checks.CHECKS)
+    checks: list[Annotated[str, AfterValidator(_known_check)]] = Field(default_factory=list)
     # MTEB tasks to score this model on (`parity mteb`): our offline ones or cached real ones
     mteb_tasks: list[str] = Field(default_factory=list)
     # truncate every input to this many tokens, in the reference and in the runners alike
@@ -261,6 +266,7 @@ class Case(_Strict):
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.matrix.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
+    check: str | None = Field(default=None, exclude=True)  # the check a derived case runs
     run_options: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     @field_validator("expected_auto_runner")

@@ -8,6 +8,7 @@ import io
 from collections import defaultdict
 from pathlib import Path
 
+from harness.matrix.runner_names import REFERENCE_RUNNER
 from harness.report.model import Report
 
 RUNNER_ORDER = ("hf", "vllm-v1", "vllm-v2", "vllm-auto")
@@ -35,9 +36,11 @@ def to_markdown(report: Report) -> str:
     head = "| model case | task | metric | " + " | ".join(runners) + " | max |Δ| vs hf |"
     lines = ["## MTEB main scores", "", head, "|" + "---|" * (len(runners) + 4)]
     for case, task, metric, scores in rows:
-        hf = scores.get("hf")
+        hf = scores.get(REFERENCE_RUNNER)
         deltas = [
-            abs(s - hf) for r, s in scores.items() if r != "hf" and s is not None and hf is not None
+            abs(s - hf)
+            for r, s in scores.items()
+            if r != REFERENCE_RUNNER and s is not None and hf is not None
         ]
         cells = [f"{scores[r]:.6f}" if scores.get(r) is not None else "-" for r in runners]
         lines.append(

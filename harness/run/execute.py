@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Callable
 
 from harness.matrix.inputs import input_set
+from harness.matrix.runner_names import runner_info
 from harness.matrix.schema import Case
-from harness.run.plan import REFERENCE_FP32, Load, ModelProblem, Plan
+from harness.run.plan import Load, ModelProblem, Plan
 from harness.runners import LoadRequest
 from harness.runners.memory import resource_hint
 from harness.runners.pool import Worker, WorkerFailure
@@ -168,7 +169,8 @@ class Executor:
                 w.stop()
 
     def _load_model(self, worker: Worker, load: Load) -> tuple[dict | None, tuple[str, str]]:
-        """(info, ("", "")) when loaded, else (None, (reason, error)). Starts the worker if needed."""
+        """(info, ("", "")) when loaded, else (None, (reason, error)). Starts the worker if
+        needed."""
         req = LoadRequest(
             model_dir=str(load.model.path),
             dtype=load.dtype,
@@ -181,8 +183,8 @@ class Executor:
         started = 0.0
         if worker.alive and worker.rss_mb is not None and worker.rss_mb > self.rss_limit_mb:
             self.progress(
-                f"recycling the {load.runner} worker: {worker.rss_mb:.0f} MiB resident after its last "
-                f"model, limit {self.rss_limit_mb:.0f} MiB ({RSS_LIMIT_ENV})",
+                f"recycling the {load.runner} worker: {worker.rss_mb:.0f} MiB resident after its "
+                f"last model, limit {self.rss_limit_mb:.0f} MiB ({RSS_LIMIT_ENV})",
                 None,
             )
             worker.stop()
@@ -283,12 +285,9 @@ class Executor:
     def _run_request(case: Case, runner: str, run_dir: Path) -> tuple[dict, Path]:
         """The `run` request of a case: its inputs through the runner, outputs to the run folder."""
         out = output_path(run_dir, case.id, runner)
-        options = (
-            {"reference": case.reference, **case.hf}
-            if runner in ("hf", REFERENCE_FP32)
-            else dict(case.run_options)
-        )
-        if runner.startswith("vllm-serve"):
+        info = runner_info(runner)
+        options = {"reference": case.reference, **case.hf} if info.is_hf else dict(case.run_options)
+        if info.is_server:
             options.update(case.serve.model_dump())
         if case.truncate:
             options["truncate"] = case.truncate
@@ -313,5 +312,11 @@ class Executor:
 def _cost(runner: str, load: Load) -> float:
     """Relative cost of a load, for balancing lanes: V2 on CPU runs interpreted Triton kernels."""
     # a server start (API process + engine core, each importing vLLM) costs several engine loads
-    base = {"hf": 0.5, "vllm-v1": 1.0}.get(runner, 5.0 if runner.startswith("vllm-serve") else 2.0)
+    info = runner_info(runner)
+    if info.is_reference:
+        base = 0.5
+    elif info.is_offline_vllm and info.variant == "v1":
+        base = 1.0
+    else:
+        base = 5.0 if info.is_server else 2.0
     return base + 0.1 * len(load.cases)

@@ -13,7 +13,7 @@ from harness.judge import compare, golden
 from harness.judge.verdict import Measurement, Metric, Verdict, judge, outcome_verdict
 from harness.matrix.checks import expand_checks
 from harness.matrix.inputs import input_set
-from harness.matrix.runner_names import REFERENCE_RUNNER
+from harness.matrix.runner_names import REFERENCE_RUNNER, runner_info
 from harness.matrix.schema import Case, Matrix
 from harness.matrix.tasks import task_kind
 from harness.report.model import AuditRow, MetricOut, ReferenceResult, Report, Result
@@ -186,7 +186,8 @@ def build_report(
             ref32 = outcomes.get((case.variant_of or case.id, REFERENCE_FP32))
             v = verdict_for(case, runner, dtype, ref, got, ref32)
             actual = got.info.get("actual_runner") if got else None
-            if runner == "vllm-auto" and got is not None and got.status == "ok":
+            auto = runner_info(runner).is_offline_vllm and runner_info(runner).variant == "auto"
+            if auto and got is not None and got.status == "ok":
                 expected, _ = case.expected_auto_for(got.info.get("versions", {}).get("vllm"))
                 audit.append(
                     AuditRow(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.matrix.runner_names import model_runner_variant
+from harness.matrix.runner_names import runner_info
 
 Device = Literal["cpu", "cuda"]
 DTYPES = ("float32", "bfloat16", "float16")
@@ -71,11 +71,12 @@ class Platform:
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
         }
-        if not runner.startswith("vllm"):
+        info = runner_info(runner)
+        if not info.is_vllm:
             return env
-        variant = model_runner_variant(runner)
+        variant = info.variant
         env["VLLM_USE_V2_MODEL_RUNNER"] = {"v1": "0", "v2": "1", "auto": None}[variant]
-        serve = runner.startswith("vllm-serve")
+        serve = info.is_server
         # an engine core in its own process (--naive) answers the harness's model-runner probe
         # (a function sent by collective_rpc) only with pickle allowed
         remote_core = not serve and not self.in_process_engine
@@ -101,12 +102,13 @@ class Platform:
 
     def runner_label(self, runner: str, actual: str | None) -> str:
         """How a result's runner is shown in reports: what ran, and how."""
-        if runner == "hf":
+        info = runner_info(runner)
+        if info.is_reference:
             return f"hf ({self.device})"
-        if not runner.startswith("vllm"):
+        if not info.is_vllm:
             return runner
-        variant = str(model_runner_variant(runner))
-        label = f"vLLM {'serve ' if runner.startswith('vllm-serve') else ''}{variant.upper()}"
+        variant = str(info.variant)
+        label = f"vLLM {'serve ' if info.is_server else ''}{variant.upper()}"
         if actual and actual != variant:
             label += f" (ran {actual.upper()})"
         if self.device == "cpu" and actual == "v2":
@@ -150,7 +152,8 @@ def vllm_dist_alias() -> str | None:
 def detect_device() -> Device:
     """`cpu` without an NVIDIA driver; with one, `cuda` if the installed torch can use it, else a
     clear error (a CPU install on a GPU host must say PARITY_DEVICE=cpu). PARITY_DEVICE overrides.
-    The parent never imports torch: the installed torch is asked in a subprocess, only on GPU hosts."""
+    The parent never imports torch: the installed torch is asked in a subprocess, only on GPU
+    hosts."""
     forced = os.environ.get("PARITY_DEVICE")
     if forced:
         if forced not in ("cpu", "cuda"):
@@ -161,8 +164,9 @@ def detect_device() -> Device:
     usable, build = torch_cuda()
     if not usable:
         raise RuntimeError(
-            f"an NVIDIA driver is present but the installed torch ({build}) cannot use CUDA: install "
-            f"with PARITY_BACKEND=cuda (nox), or set PARITY_DEVICE=cpu to run on the CPU on purpose"
+            f"an NVIDIA driver is present but the installed torch ({build}) cannot use CUDA: "
+            f"install with PARITY_BACKEND=cuda (nox), or set PARITY_DEVICE=cpu to run on the CPU "
+            f"on purpose"
         )
     return "cuda"
 

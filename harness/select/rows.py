@@ -2,11 +2,11 @@
 --changed-files / --vllm-diff`.
 
 Each changed file gets one rule and one reason. vLLM files are mapped with what vLLM's own source
-says (`harness.select.vllm_source`): a model file selects the cases whose architecture's module imports
-it; pooler files select the cases of their pooling level; runner code selects the rows of its
-model runner; entrypoints select offline or server rows. Docs, tests and CI files select nothing.
-This project's files: a matrix its cases, a golden its case, refmodels the cases built on it,
-anything else in harness/ every row. A file no rule knows selects every row, and says so.
+says (`harness.select.vllm_source`): a model file selects the cases whose architecture's module
+imports it; pooler files select the cases of their pooling level; runner code selects the rows of
+its model runner; entrypoints select offline or server rows. Docs, tests and CI files select
+nothing. This project's files: a matrix its cases, a golden its case, refmodels the cases built on
+it, anything else in harness/ every row. A file no rule knows selects every row, and says so.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Literal
 import yaml
 
 from harness.matrix.checks import expand_checks
-from harness.matrix.runner_names import REFERENCE_RUNNER, model_runner_variant
+from harness.matrix.runner_names import REFERENCE_RUNNER, runner_info
 from harness.matrix.schema import Case, Matrix, SyntheticModel
 from harness.select.vllm_source import CONFIG_MAP_FILE, MODELS_DIR, REGISTRY, VllmSource
 
@@ -122,14 +122,14 @@ def _version_under_test() -> str | None:
 
 
 def _in_rows(rows: Rows, case: Case, runner: str) -> bool:
-    if runner == REFERENCE_RUNNER:
+    info = runner_info(runner)
+    if info.is_reference:
         return rows == "all"
     if rows in ("all", "vllm"):
         return True
-    server = runner.startswith("vllm-serve")
     if rows in ("offline", "server"):
-        return server == (rows == "server")
-    variant = model_runner_variant(runner)
+        return info.is_server == (rows == "server")
+    variant = info.variant if info.is_vllm else None
     if variant == "auto":  # the runner vLLM picks; unknown expectation: either
         want = case.expected_auto_runner
         if isinstance(want, dict):  # by release: the vLLM under test's, else either runner named
@@ -346,7 +346,8 @@ def _config_map_effect(path: str, ctx: Context) -> Effect:
 
 
 def _refmodel_archs(path: Path) -> set[str]:
-    """The keys of harness.models.refmodels.REFERENCE_ARCHS, read from the file (importing it needs torch)."""
+    """The keys of harness.models.refmodels.REFERENCE_ARCHS, read from the file (importing it
+    needs torch)."""
     for node in ast.parse(path.read_text()).body:
         target = node.target if isinstance(node, ast.AnnAssign) else None
         if (
@@ -473,14 +474,17 @@ class Selection:
         """One line a log or report can carry: how many rows, from how many files."""
         cases = {c for c, _ in self.rows}
         return (
-            f"{len(self.rows)} row(s) of {len(cases)} case(s) selected by {len(self.effects)} changed file(s)"
+            f"{len(self.rows)} row(s) of {len(cases)} case(s) selected by "
+            f"{len(self.effects)} changed file(s)"
             if self.rows
-            else f"nothing selected: none of the {len(self.effects)} changed file(s) can affect a case"
+            else f"nothing selected: none of the {len(self.effects)} changed file(s) can affect "
+            f"a case"
         )
 
 
 def to_text(sel: Selection) -> str:
-    """The selection for a terminal or a CI log: each file's rule and reason, then each row's files."""
+    """The selection for a terminal or a CI log: each file's rule and reason, then each row's
+    files."""
     lines = [
         f"vLLM source read: {sel.vllm_source}"
         + (f" · range {sel.vllm_range}" if sel.vllm_range else "")

@@ -93,7 +93,8 @@ class VllmSource:
 
     @functools.cached_property
     def registry(self) -> dict[str, str]:
-        """architecture -> module name (relative to vllm/model_executor/models, or dotted absolute)."""
+        """architecture -> module name (relative to vllm/model_executor/models, or dotted
+        absolute)."""
         out: dict[str, str] = {}
         for table in self._registry_tables.values():
             for arch, module in table.items():
@@ -235,8 +236,8 @@ class VllmSource:
 
     def module_of(self, arch: str, model_impl: str | None = None) -> tuple[str, bool] | None:
         """(module, converted) vLLM loads `arch` from, as its registry resolves it: a direct entry,
-        else the architecture with its suffix swapped (`Qwen3Model` -> `Qwen3ForCausalLM`, wrapped by
-        the pooling adapters: converted=True). None: vLLM has no module for it."""
+        else the architecture with its suffix swapped (`Qwen3Model` -> `Qwen3ForCausalLM`, wrapped
+        by the pooling adapters: converted=True). None: vLLM has no module for it."""
         if model_impl == "transformers":
             return TRANSFORMERS_BACKEND, False
         if arch in self.registry:
@@ -250,8 +251,9 @@ class VllmSource:
         return None
 
     def module_files(self, module: str) -> list[str]:
-        """The files of a registry module: `bert` -> vllm/model_executor/models/bert.py, a package ->
-        its files; a dotted module (`vllm.models.x`) is taken from the repository root."""
+        """The files of a registry module: `bert` -> vllm/model_executor/models/bert.py, a
+        package -> its files; a dotted module (`vllm.models.x`) is taken from the repository
+        root."""
         base = module.replace(".", "/") if module.startswith("vllm.") else f"{MODELS_DIR}/{module}"
         if (self.root / f"{base}.py").is_file():
             return [f"{base}.py"]

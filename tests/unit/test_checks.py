@@ -113,3 +113,63 @@ def test_an_including_matrix_that_selects_away_a_misfit_case_loads(write_matrix)
         "     model: {source: synthetic, arch: BertModel, pooling: mean}}\n"
     )
     assert [c.id for c in load_matrix(write_matrix(top)).cases] == ["two"]
+
+
+def test_a_new_check_is_one_registry_entry(monkeypatch):
+    """A check made here and registered once: the schema accepts its name, expand_checks applies
+    its settings on its runners, misfit_checks reads its runners and the verdict asks its proof."""
+    from harness.judge.verdict import check_not_in_effect
+    from harness.matrix.checks import CHECKS, InvarianceCheck
+
+    def proof(ev):
+        return None if ev.effective.get("max_num_seqs") == 2 else f"{ev.head}: seqs not 2"
+
+    new = InvarianceCheck(
+        "two_seqs",
+        "at most two sequences per step",
+        ("vllm-v2",),
+        proof,
+        engine={"max_num_seqs": 2},
+        run_options={"shuffle_seed": "{seed}"},
+        serve={"max_in_flight": 3},
+    )
+    with pytest.raises(ValueError, match="unknown check 'two_seqs'; valid: shuffle, one_by_one"):
+        make_case(checks=["two_seqs"])
+    monkeypatch.setitem(CHECKS, "two_seqs", new)
+    base = make_case(runners=["hf", "vllm-v1", "vllm-v2"], checks=["two_seqs"])
+    (derived,) = expand_checks([base], seed=5)[1:]
+    assert derived.id == "c@two_seqs" and derived.check == "two_seqs"
+    assert derived.runners == ["vllm-v2"] and derived.engine == {"max_num_seqs": 2}
+    assert derived.run_options == {"shuffle_seed": 5} and derived.serve.max_in_flight == 3
+    assert "check" not in derived.model_dump() and base.check is None
+    assert check_not_in_effect(derived, {"effective": {"max_num_seqs": 2}}) is None
+    reason = check_not_in_effect(derived, {"effective": {"max_num_seqs": 8}})
+    assert reason == "invariance check two_seqs did not take effect: seqs not 2"
+    assert check_not_in_effect(base, {"effective": {}}) is None  # a base case proves nothing
+    from harness.matrix.checks import misfit_checks
+
+    misfit = make_case(runners=["hf", "vllm-v1"], checks=["two_seqs"])
+    assert misfit_checks(misfit) == [
+        "check 'two_seqs' runs on vllm-v2, none of which the case runs (runners: hf, vllm-v1): "
+        "add one of them or remove the check"
+    ]
+
+
+def test_the_verdict_finds_the_check_by_its_field_not_the_id():
+    """Seeded: a derived case whose id no longer spells its check is still held to its proof."""
+    from harness.judge.verdict import check_not_in_effect
+
+    (derived,) = expand_checks([make_case(checks=["one_by_one"])])[1:]
+    renamed = derived.model_copy(update={"id": "c-renamed"})
+    reason = check_not_in_effect(renamed, {"requests": {"peak_batch": 4, "count": 4}})
+    assert reason.startswith("invariance check one_by_one did not take effect"), reason
+
+
+def test_every_check_has_runners_settings_and_a_proof():
+    from harness.matrix.checks import CHECKS
+    from harness.matrix.runner_names import RUNNER_NAMES
+
+    for name, check in CHECKS.items():
+        assert check.name == name and check.doc and callable(check.proof)
+        assert check.runners and set(check.runners) <= set(RUNNER_NAMES)
+        assert check.engine or check.run_options or check.serve, name

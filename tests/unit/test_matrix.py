@@ -345,3 +345,63 @@ def test_a_case_needs_two_distinct_inputs(write_matrix):
     assert "has 1 distinct input(s); a case needs >= 2" in str(e.value)
     two = BASE + "    inputs: {texts: [same words, other words]}\n"
     assert len(load_matrix(write_matrix(two)).cases) == 1
+
+
+DEFAULTS_AT = """defaults:
+  runners: [hf, vllm-v1]
+  inputs: short-texts
+  dtype: float64
+  tolerances:
+    float32: {cosine_distance: 1.0e-6, max_abs: not-a-number}
+families:
+  bert-embed:
+    task: embed
+cases:
+  - id: one
+    family: bert-embed
+    model: {source: synthetic, arch: BertModel, pooling: mean}
+"""
+
+
+def test_an_error_from_defaults_names_the_defaults_line(write_matrix):
+    p = write_matrix(DEFAULTS_AT)
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    msg = str(e.value)
+    assert f"{p}:4: case 'one', key 'dtype':" in msg, msg
+    assert f"{p}:6: case 'one', key 'tolerances.float32.max_abs':" in msg, msg
+
+
+def test_an_error_from_included_defaults_names_the_included_file(write_matrix):
+    base = write_matrix(DEFAULTS_AT.split("families:")[0], name="base.yaml")
+    top = write_matrix("include: [base.yaml]\n" + "families:" + DEFAULTS_AT.split("families:")[1])
+    with pytest.raises(MatrixError) as e:
+        load_matrix(top)
+    assert f"{base}:4: case 'one', key 'dtype':" in str(e.value), str(e.value)
+
+
+def test_a_default_the_case_overrides_is_reported_at_the_case(write_matrix):
+    p = write_matrix(
+        DEFAULTS_AT.replace("max_abs: not-a-number", "max_abs: 1.0e-5") + "    dtype: f8\n"
+    )
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    assert f"{p}:14: case 'one', key 'dtype':" in str(e.value), str(e.value)
+
+
+def test_a_misfit_check_from_defaults_names_the_defaults_line(write_matrix):
+    text = BASE.replace(
+        "  inputs: short-texts\n", "  inputs: short-texts\n  checks: [concurrent]\n"
+    )
+    p = write_matrix(text)
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    assert f"{p}:5: case 'one', key 'checks': check 'concurrent' runs on" in str(e.value)
+
+
+def test_an_unknown_family_from_defaults_names_the_defaults_line(write_matrix):
+    text = BASE.replace("defaults:\n", "defaults:\n  family: bert-embedd\n")
+    p = write_matrix(text.replace("    family: bert-embed\n", ""))
+    with pytest.raises(MatrixError) as e:
+        load_matrix(p)
+    assert f"{p}:3: case 'one', key 'family': unknown family 'bert-embedd'" in str(e.value)

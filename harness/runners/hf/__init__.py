@@ -214,7 +214,7 @@ class HFRunner:
         return self.loaded("architecture", make)
 
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
-        name = resolve_recipe(task, self.architecture(), options.get("reference"))
+        name = options.get("reference") or resolve_recipe(task, self.architecture(), None)
         if name not in _RECIPES:
             raise ValueError(
                 f"no HF reference recipe {name!r} for task {task!r}; known: {sorted(_RECIPES)}"

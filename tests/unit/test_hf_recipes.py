@@ -116,3 +116,26 @@ def test_reading_the_registry_imports_neither_torch_nor_transformers():
     )
     n, heavy = json.loads(out.stdout)
     assert n == len(BEFORE["versions"]) and heavy == []
+
+
+def test_a_fresh_worker_runs_a_recipe_the_case_names():
+    """A worker's first call may name its recipe (`reference:`): the registry is discovered for it
+    too, not only when a default is looked up."""
+    code = (
+        "import harness.runners.hf as h\n"
+        "def reached(self):\n"
+        "    raise RuntimeError('st-embed reached')\n"
+        "h.HFRunner.sentence_transformer = reached\n"
+        "try:\n"
+        "    h.HFRunner(None).run('embed', ['a text'], {'reference': 'st-embed'})\n"
+        "except RuntimeError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.stdout.strip() == "st-embed reached", out.stderr[-2000:]

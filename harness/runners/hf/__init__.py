@@ -214,6 +214,7 @@ class HFRunner:
         return self.loaded("architecture", make)
 
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
+        discover()  # a named recipe is looked up too, in a worker that has not read the registry
         name = options.get("reference") or resolve_recipe(task, self.architecture(), None)
         if name not in _RECIPES:
             raise ValueError(

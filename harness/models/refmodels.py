@@ -125,8 +125,8 @@ class JinaColBERT(torch.nn.Module):
 class JinaVLRanker(torch.nn.Module):
     """jina-reranker-m0 (`JinaVLForRanking`): Qwen2-VL (vision tower + M-RoPE decoder), then
     `score = Linear(h, h) -> ReLU -> Linear(h, 1)` on the last token's final hidden state, as its
-    published modeling.py defines it (see harness/runners/hf/__init__.py for the source). The published
-    checkpoints keep the vision tower at the top level (`visual.*`)."""
+    published modeling.py defines it (see harness/runners/hf/jina_vl.py for the source). The
+    published checkpoints keep the vision tower at the top level (`visual.*`)."""
 
     # module name prefix -> checkpoint name prefix (the hub layout, which vLLM's loader expects)
     checkpoint_prefixes = {"model.visual.": "visual."}
@@ -202,6 +202,7 @@ def load_reference(
     ]  # index buffers are rebuilt, not stored
     if missing or unexpected:
         raise ValueError(
-            f"{model_dir}: checkpoint does not fit {arch}: missing {missing}, unexpected {unexpected}"
+            f"{model_dir}: checkpoint does not fit {arch}: missing {missing}, "
+            f"unexpected {unexpected}"
         )
     return model.to(device=device, dtype=dtype).eval()

@@ -51,7 +51,8 @@ def _resolve_hf_cache(src: HubCacheModel) -> Path:
         pin = f" --revision {src.revision}" if src.revision else ""
         raise ModelUnavailable(
             f"{src.repo} is not in the Hugging Face cache{at} and this harness never downloads; "
-            f"on a machine with network run `hf download {src.repo}{pin}` (HF_HOME decides the cache)"
+            f"on a machine with network run `hf download {src.repo}{pin}` "
+            "(HF_HOME decides the cache)"
         ) from None
 
 

@@ -182,7 +182,8 @@ def evaluate(
     revision: str,
     out_dir: Path,
 ) -> dict[str, dict[str, Any]]:
-    """Run mteb with `run(task, items)` as the model. Returns {task: {main_score, main_metric, ...}}."""
+    """Run mteb with `run(task, items)` as the model. Returns {task: {main_score, main_metric,
+    ...}}."""
     import mteb
 
     meta = _model_meta(model_name, revision)
@@ -198,7 +199,8 @@ def evaluate(
         model,
         tasks=get_tasks(task_names),
         cache=mteb.ResultCache(cache_path=str(out_dir)),
-        overwrite_strategy="always",  # the default reuses old result files without running the model
+        # the default reuses old result files without running the model
+        overwrite_strategy="always",
         encode_kwargs={"batch_size": 64, "show_progress_bar": False},
         show_progress_bar=False,
         co2_tracker=False,

@@ -38,6 +38,8 @@ WORKER_ROOTS = (
     "harness.runners.fake",
     "harness.runners.mteb",
 )
+# packages that find their modules at run time (pkgutil): reaching one reaches all its modules
+DISCOVERING = ("harness.runners.hf", "harness.models.synthetic")
 NOT_IN_A_WORKER = ("harness.matrix.schema", "harness.matrix.loader", "harness.run.matrices", "yaml")
 
 
@@ -140,6 +142,8 @@ def worker_reach(imports: dict[str, list[Import]]) -> set[str]:
         if m in seen:
             continue
         seen.add(m)
+        if m in DISCOVERING:  # it imports every module of its package, by pkgutil, not by name
+            todo += [s for s in imports if s.startswith(m + ".")]
         for target, _, _ in imports.get(m, ()):
             parts = target.split(".")
             todo += [".".join(parts[:k]) for k in range(1, len(parts) + 1)]  # packages run too
@@ -205,6 +209,10 @@ def test_the_engine_package_is_standard_library_only():
         (
             lambda imports: sorted(worker_reach(imports) & set(NOT_IN_A_WORKER)),
             {"harness.runners.options": [("yaml", (), "options:1")]},
+        ),
+        (  # a recipe module no module names, found by discovery
+            lambda imports: sorted(worker_reach(imports) & set(NOT_IN_A_WORKER)),
+            {"harness.runners.hf.bad": [("harness.matrix.schema", ("Case",), "bad:1")]},
         ),
     ],
 )

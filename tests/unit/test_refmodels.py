@@ -136,7 +136,7 @@ def _jina_vl_second(ref, weights: dict, ids: torch.Tensor) -> np.ndarray:
 
 
 def _jina_vl_config():
-    from harness.models.synthetic import _qwen2_vl_config
+    from harness.models.synthetic.qwen2_vl import _qwen2_vl_config
 
     return transformers.Qwen2VLConfig(**_qwen2_vl_config())
 

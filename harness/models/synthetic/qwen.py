@@ -1,0 +1,102 @@
+"""Qwen2 and Qwen3 decoders (byte-level BPE tokenizer): embedding, classification and reward
+models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.models.synthetic import DATA, ArchFamily, add_merge_chain, bytes_to_unicode, register
+
+QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<extra_0>"]
+
+
+def qwen_vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Byte-level BPE without training: a merge chain per word (space-prefixed forms first)."""
+    b2u = bytes_to_unicode()
+    vocab = {b2u[b]: b for b in range(256)}
+    merges: list[tuple[str, str]] = []
+    words: list[str] = []
+    for w in (DATA / "words.txt").read_text().split():
+        for form in (w, w.capitalize()):
+            if form not in words:
+                words.append(form)
+    for form in ["\u0120" + w for w in words] + words:
+        add_merge_chain(list(form), vocab, merges)
+    for tok in QWEN_SPECIALS:
+        vocab[tok] = len(vocab)
+    return vocab, merges
+
+
+QWEN_VOCAB_SIZE = len(qwen_vocab_and_merges()[0])
+QWEN_PAD = qwen_vocab_and_merges()[0]["<|endoftext|>"]
+
+
+def qwen_tokenizer(out: Path, config: dict, append_eos: bool = False) -> None:
+    """Like real Qwen tokenizers: no EOS appended, <|endoftext|> is pad and eos.
+
+    `append_eos=True` appends <|endoftext|> to every input: only to reproduce the divergence where
+    HF pools the last non-pad token and vLLM the literal last token."""
+    from tokenizers import processors
+    from transformers import Qwen2Tokenizer
+
+    vocab, merges = qwen_vocab_and_merges()
+    tok = Qwen2Tokenizer(
+        vocab=vocab,
+        merges=merges,
+        unk_token=None,
+        bos_token=None,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        model_max_length=config["max_position_embeddings"],
+        additional_special_tokens=QWEN_SPECIALS[1:],
+    )
+    if append_eos:
+        eos = QWEN_SPECIALS[0]
+        tok._tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"$A:0 {eos}:0", pair=f"$A:0 $B:1 {eos}:1", special_tokens=[(eos, vocab[eos])]
+        )
+    tok.save_pretrained(out)
+
+
+_QWEN_BASE = dict(
+    vocab_size=QWEN_VOCAB_SIZE,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    intermediate_size=128,
+    max_position_embeddings=512,
+    initializer_range=0.2,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=False,
+    pad_token_id=QWEN_PAD,
+    eos_token_id=QWEN_PAD,
+    bos_token_id=None,
+)
+
+
+register(
+    "qwen2",
+    ArchFamily(
+        model_type="qwen2",
+        config=_QWEN_BASE,
+        tokenizer=qwen_tokenizer,
+        archs=(
+            "Qwen2Model",
+            "Qwen2ForSequenceClassification",
+            "Qwen2ForRewardModel",
+            "Qwen2ForProcessRewardModel",
+        ),
+    ),
+)
+
+
+register(
+    "qwen3",
+    ArchFamily(
+        model_type="qwen3",
+        config=dict(_QWEN_BASE, head_dim=32),
+        tokenizer=qwen_tokenizer,
+        archs=("Qwen3Model", "Qwen3ForSequenceClassification"),
+    ),
+)

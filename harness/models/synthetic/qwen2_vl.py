@@ -1,0 +1,113 @@
+"""Qwen2-VL for jina-reranker-m0 (JinaVLForRanking): Qwen tokenizer plus vision specials."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.models.synthetic import ArchFamily, register
+from harness.models.synthetic.qwen import QWEN_PAD, QWEN_SPECIALS, qwen_vocab_and_merges
+
+_QWEN_VL_SPECIALS = [
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
+
+
+def _qwen_vl_vocab() -> dict[str, int]:
+    vocab, _ = qwen_vocab_and_merges()
+    return {**vocab, **{t: len(vocab) + i for i, t in enumerate(_QWEN_VL_SPECIALS)}}
+
+
+def _qwen_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
+    """Qwen2 byte-level BPE plus the vision specials, and Qwen2-VL's PIL image processor. The
+    combined Qwen2VLProcessor cannot be built without torchvision (its video processor), so its
+    parts are saved with a processor_config.json naming the class."""
+    from transformers import Qwen2Tokenizer
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    vocab, merges = _qwen_vl_vocab(), qwen_vocab_and_merges()[1]
+    tok = Qwen2Tokenizer(
+        vocab=vocab,
+        merges=merges,
+        unk_token=None,
+        bos_token=None,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        model_max_length=config["text_config"]["max_position_embeddings"],
+        additional_special_tokens=QWEN_SPECIALS[1:] + _QWEN_VL_SPECIALS,
+    )
+    if tok.convert_tokens_to_ids("<|image_pad|>") != config["image_token_id"]:
+        raise RuntimeError(
+            "synthetic Qwen2-VL tokenizer: <|image_pad|> id differs from the config's"
+        )
+    tok.save_pretrained(out)
+    vision = config["vision_config"]
+    side = (
+        vision["patch_size"] * vision["spatial_merge_size"] * 2
+    )  # 64x64 images -> 56x56 -> 4 tokens
+    Qwen2VLImageProcessorPil(
+        min_pixels=side * side,
+        max_pixels=4 * side * side,
+        patch_size=vision["patch_size"],
+        temporal_patch_size=vision["temporal_patch_size"],
+        merge_size=vision["spatial_merge_size"],
+    ).save_pretrained(out)
+    (out / "processor_config.json").write_text(
+        json.dumps({"processor_class": "Qwen2VLProcessor"}, indent=2)
+    )
+
+
+def _qwen2_vl_config() -> dict:
+    vocab = _qwen_vl_vocab()
+    text = dict(
+        vocab_size=len(vocab),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [4, 6, 6]},
+        bos_token_id=QWEN_PAD,
+        eos_token_id=QWEN_PAD,
+        pad_token_id=QWEN_PAD,
+        tie_word_embeddings=False,
+        num_labels=1,
+    )
+    vision = dict(
+        depth=2,
+        embed_dim=32,
+        hidden_size=64,
+        mlp_ratio=2,
+        num_heads=2,
+        in_channels=3,
+        patch_size=14,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+    )
+    return dict(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=vocab["<|image_pad|>"],
+        video_token_id=vocab["<|video_pad|>"],
+        vision_start_token_id=vocab["<|vision_start|>"],
+        vision_end_token_id=vocab["<|vision_end|>"],
+        tie_word_embeddings=False,
+        initializer_range=0.2,
+    )
+
+
+register(
+    "qwen2-vl",
+    ArchFamily(
+        model_type="qwen2_vl",
+        config=_qwen2_vl_config(),
+        tokenizer=_qwen_vl_tokenizer_and_processor,
+        archs=("JinaVLForRanking",),
+    ),
+)

@@ -1,0 +1,84 @@
+"""Jina ColBERT over XLM-RoBERTa (Unigram tokenizer, the checkpoint's remote config class)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from harness.matrix.schema import SyntheticModel
+from harness.models.synthetic import DATA, ArchFamily, register
+
+_XLMR_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # ids 0..4 (the class fixes unk at 3)
+
+
+def _xlmr_vocab() -> list[tuple[str, float]]:
+    """A Unigram (SentencePiece-style) vocabulary without training: letters, digits and
+    punctuation with and without the word-start mark, then whole words, scored so words win."""
+    chars = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [
+        chr(c) for c in range(ord("A"), ord("Z") + 1)
+    ]
+    chars += list("0123456789") + list(".,!?;:'\"-()+*/=")
+    words: list[str] = []
+    for w in (DATA / "words.txt").read_text().split():
+        for form in (w, w.capitalize()):
+            if len(form) > 1 and form not in words:
+                words.append(form)
+    pieces = [(t, 0.0) for t in _XLMR_SPECIALS] + [("\u2581", -8.0)]
+    pieces += [("\u2581" + c, -9.0) for c in chars] + [(c, -10.0) for c in chars]
+    pieces += [("\u2581" + w, -5.0) for w in words] + [(w, -6.0) for w in words]
+    seen: set[str] = set()
+    return [p for p in pieces if not (p[0] in seen or seen.add(p[0]))]
+
+
+def _xlmr_tokenizer(out: Path, config: dict) -> None:
+    from transformers import XLMRobertaTokenizer
+
+    tok = XLMRobertaTokenizer(
+        vocab=_xlmr_vocab(), model_max_length=config["max_position_embeddings"]
+    )
+    probe = tok.tokenize("The cat sat quietly.")
+    if "<unk>" in probe:
+        raise RuntimeError(f"synthetic XLM-R tokenizer maps words to <unk>: {probe}")
+    tok.save_pretrained(out)
+
+
+def _jina_remote_config(out: Path, spec: SyntheticModel, config) -> None:
+    """What vLLM's Jina ColBERT needs: a config class named XLMRobertaFlashConfig (auto_map to a
+    configuration file in the checkpoint) with lora_rank and lora_alpha."""
+    shutil.copy(
+        DATA / "jina" / "configuration_xlm_roberta.py", out / "configuration_xlm_roberta.py"
+    )
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["auto_map"] = {"AutoConfig": "configuration_xlm_roberta.XLMRobertaFlashConfig"}
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+register(
+    "xlm-roberta",
+    ArchFamily(
+        model_type="xlm-roberta",
+        config=dict(
+            vocab_size=len(_xlmr_vocab()),
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+            hidden_act="gelu",
+            max_position_embeddings=128,
+            type_vocab_size=1,
+            layer_norm_eps=1e-5,
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+            position_embedding_type="rotary",
+            rotary_emb_base=10000.0,
+            lora_rank=4,
+            lora_alpha=1,
+            initializer_range=0.2,
+        ),
+        tokenizer=_xlmr_tokenizer,
+        archs=("ColBERTJinaRobertaModel",),
+        post_build=_jina_remote_config,
+    ),
+)

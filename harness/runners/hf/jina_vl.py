@@ -1,0 +1,69 @@
+"""The recipe of jina-reranker-m0 (JinaVLForRanking): text or image documents reranked."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.runners.hf import HFRunner, recipe, reference_model
+
+# From jina-reranker-m0's own published code, not vLLM's: its modeling.py
+# (https://huggingface.co/jinaai/jina-reranker-m0/blob/main/modeling.py; the hub is not reachable
+# here, its text was read through the `search` tool's code index, a stored copy of that file):
+# `LOGIT_BIAS = 2.65` and forward's `torch.sigmoid(pooled_logits - LOGIT_BIAS)`;
+# `self.score_token_id = 100`, appended to every prompt by compute_score; and
+# `formatting_prompts_func`: "**Document**:\n{doc}" + "\n" + "**Query**:\n{query}", an image
+# document as "<|vision_start|><|image_pad|><|vision_end|>". The model card of
+# jinaai/jina-reranker-m0-GGUF states the same prompt and `sigmoid(mlp(h_last) - logit_bias)`.
+# Not followed: compute_score's separate query/document length limits (`truncate` cuts the prompt).
+JINA_VL_LOGIT_MEAN = 2.65
+JINA_VL_SCORE_TOKEN = 100
+JINA_VL_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
+
+
+@recipe("jina-vl-rerank", default_for=[("JinaVLForRanking", "score")])
+def _jina_vl_rerank(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """(query, document) -> sigmoid(score head(last token) - 2.65) over the prompt
+    `**Document**:\n{document}\n**Query**:\n{query}` + token 100, where an image document is the
+    vision placeholder, its image pad expanded to one token per merged patch (grid_t*h*w / merge^2).
+    One pair per forward."""
+    import torch
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    from harness.matrix.images import image, is_image
+
+    assert runner.req is not None
+    model = reference_model(runner)
+    tok = runner.tokenizer()
+    images = runner.loaded(
+        "image_processor",
+        lambda: Qwen2VLImageProcessorPil.from_pretrained(
+            runner.req.model_dir, local_files_only=True
+        ),
+    )
+    pad = model.config.image_token_id
+    out = []
+    with torch.inference_mode():
+        for query, doc in items:
+            kw = {}
+            ids = tok(
+                f"**Document**:\n{JINA_VL_IMAGE if is_image(doc) else doc}\n**Query**:\n{query}",
+                truncation=bool(options.get("truncate")),
+                max_length=options.get("truncate"),
+            )["input_ids"]
+            if is_image(doc):
+                enc = images(images=[image(doc["image"])], return_tensors="pt")
+                n = int(enc["image_grid_thw"][0].prod()) // images.merge_size**2
+                i = ids.index(pad)
+                ids = ids[:i] + [pad] * n + ids[i + 1 :]
+                kw = {
+                    "pixel_values": enc["pixel_values"].to(
+                        runner.req.device, model.score[0].weight.dtype
+                    ),
+                    "image_grid_thw": enc["image_grid_thw"].to(runner.req.device),
+                }
+            input_ids = torch.tensor([ids + [JINA_VL_SCORE_TOKEN]], device=runner.req.device)
+            logit = model(input_ids, **kw)[0, 0].float()
+            out.append(
+                np.asarray([float(torch.sigmoid(logit - JINA_VL_LOGIT_MEAN))], dtype=np.float32)
+            )
+    return out

@@ -1,0 +1,40 @@
+"""Recipes of reward models (harness.models.refmodels architectures): outcome and process
+rewards."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.runners.hf import HFRunner, per_item, recipe, reference_model
+
+
+@recipe("reference-token-reward", default_for=["reward"])
+def _token_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """Outcome reward model: the head's raw output at every token, [tokens, 1] (vLLM's default)."""
+    model = reference_model(runner)
+    return per_item(
+        runner,
+        items,
+        lambda enc: model(enc["input_ids"], enc.get("attention_mask"))[0],
+        options.get("truncate"),
+    )
+
+
+@recipe("reference-step-reward", default_for=["step_reward"])
+def _step_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """Process reward model: softmax of the head at the step-tag tokens only, [steps, 2]."""
+    import torch
+
+    model = reference_model(runner)
+    tag = options.get("step_tag")
+    if not tag:
+        raise ValueError(
+            "the step-reward recipe needs `hf: {step_tag: <token>}` in the matrix case"
+        )
+    tag_id = runner.tokenizer().convert_tokens_to_ids(tag)
+
+    def forward(enc):
+        logits = model(enc["input_ids"], enc.get("attention_mask"))[0]
+        return torch.softmax(logits[enc["input_ids"][0] == tag_id], dim=-1)
+
+    return per_item(runner, items, forward, options.get("truncate"))

@@ -1,0 +1,65 @@
+"""Recipes of sentence-transformers models: SentenceTransformer.encode and CrossEncoder.predict."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.runners.hf import HFRunner, limit, recipe, torch_dtype
+
+
+@recipe("st-embed", default_for=["embed"])
+def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """sentence-transformers encode: its own pooling and normalize modules decide the vector.
+    `dimensions` is encode's `truncate_dim`, with its semantics (sentence_transformer/model.py,
+    encode): the model's output, Normalize module included, is cut to the first `dimensions`
+    values and not normalised again unless the case says `hf: {normalize_embeddings: true}`
+    (encode's own option, applied after the cut; what a Matryoshka model card asks for)."""
+    st = runner.sentence_transformer()
+    dims = int(options["dimensions"]) if options.get("dimensions") else None
+    full = st.get_sentence_embedding_dimension()
+    if dims is not None and full is not None and dims > full:
+        raise ValueError(f"dimensions {dims} is more than the model's {full}")
+    with limit(st, "max_seq_length", options.get("truncate")):
+        out = st.encode(
+            list(items),
+            batch_size=len(items),
+            convert_to_numpy=True,
+            show_progress_bar=False,
+            truncate_dim=dims,
+            normalize_embeddings=bool(options.get("normalize_embeddings")),
+        )
+        for it in items:  # preprocess is what encode tokenizes with
+            runner.note_tokens(st.preprocess([it])["input_ids"][0])
+    return [np.asarray(v, dtype=np.float32) for v in out]
+
+
+@recipe("st-cross-encoder", default_for=["score"])
+def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """sentence-transformers CrossEncoder.predict on (query, document) pairs; sigmoid for 1
+    label."""
+
+    def make():
+        from sentence_transformers import CrossEncoder
+
+        assert runner.req is not None
+        # in the case's dtype, as every other recipe (without it a half-precision run compared
+        # vLLM in bf16 with a float32 CrossEncoder: HF's own half error read as 0)
+        return CrossEncoder(
+            runner.req.model_dir,
+            device=runner.req.device,
+            local_files_only=True,
+            trust_remote_code=runner.req.trust_remote_code,
+            model_kwargs={"dtype": torch_dtype(runner.req.dtype)},
+        )
+
+    ce = runner.loaded("CrossEncoder", make)
+    with limit(ce, "max_length", options.get("truncate")):
+        scores = ce.predict(
+            [tuple(p) for p in items],
+            batch_size=len(items),
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        for p in items:  # preprocess is what predict tokenizes with
+            runner.note_tokens(ce.preprocess([tuple(p)])["input_ids"][0])
+    return [np.asarray(s, dtype=np.float32).reshape(-1) for s in scores]

@@ -1,0 +1,38 @@
+"""Recipes of transformers' AutoModelFor{Sequence,Token}Classification heads."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.runners.hf import HFRunner, per_item, recipe
+
+
+def _activation(logits, num_labels: int):
+    """What vLLM's classify/score apply by default: sigmoid for one label, softmax for more."""
+    import torch
+
+    return torch.sigmoid(logits) if num_labels == 1 else torch.softmax(logits, dim=-1)
+
+
+@recipe("hf-sequence-classification", default_for=["classify"])
+def _seq_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """AutoModelForSequenceClassification logits -> sigmoid (1 label) or softmax (n labels)."""
+    model = runner.auto_model("AutoModelForSequenceClassification")
+    n = model.config.num_labels
+    return per_item(
+        runner, items, lambda enc: _activation(model(**enc).logits[0], n), options.get("truncate")
+    )
+
+
+@recipe("hf-token-classification", default_for=["token_classify"])
+def _token_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """AutoModelForTokenClassification logits -> softmax per token (special tokens included)."""
+    import torch
+
+    model = runner.auto_model("AutoModelForTokenClassification")
+    return per_item(
+        runner,
+        items,
+        lambda enc: torch.softmax(model(**enc).logits[0], dim=-1),
+        options.get("truncate"),
+    )

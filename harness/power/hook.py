@@ -25,6 +25,7 @@ from typing import Callable
 MUTATIONS_DIR = Path(__file__).resolve().parent / "mutations"
 ENV_NAME = "PARITY_MUTATION"
 ENV_LOG = "PARITY_MUTATION_LOG"
+ENV_DIR = "PARITY_MUTATION_DIR"   # another catalogue folder (the hook's own tests use one)
 
 
 class NotApplicable(Exception):
@@ -95,7 +96,9 @@ class MutationFinder(importlib.abc.MetaPathFinder):
 
 def record(event: dict, log_dir: str | None = None) -> None:
     """One line of evidence: `<log_dir>/<pid>.jsonl` (if a log dir is set) and stderr."""
-    event = {"pid": os.getpid(), "argv": sys.argv[:3], "time": time.time(), **event}
+    mp = sys.modules.get("multiprocessing")  # a spawned child (vLLM's engine core) has its own name
+    event = {"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv[:4], "time": time.time(),
+             "process": mp.current_process().name if mp else None, **event}
     log_dir = log_dir if log_dir is not None else os.environ.get(ENV_LOG)
     if log_dir:
         Path(log_dir).mkdir(parents=True, exist_ok=True)
@@ -152,8 +155,9 @@ def install(environ: dict | None = None) -> MutationFinder | None:
     if not name:
         return None
     log_dir = env.get(ENV_LOG)
+    folder = Path(env[ENV_DIR]) if env.get(ENV_DIR) else MUTATIONS_DIR
     try:
-        mutation = load_mutation(name)
+        mutation = load_mutation(name, folder)
     except NotApplicable as e:
         record({"mutation": name, "module": "-", "status": "not_applicable", "reason": str(e)}, log_dir)
         return None

@@ -98,7 +98,8 @@ def record(event: dict, log_dir: str | None = None) -> None:
     """One line of evidence: `<log_dir>/<pid>.jsonl` (if a log dir is set) and stderr."""
     mp = sys.modules.get("multiprocessing")  # a spawned child (vLLM's engine core) has its own name
     event = {"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv[:4], "time": time.time(),
-             "process": mp.current_process().name if mp else None, **event}
+             "process": mp.current_process().name if mp else None,
+             "VLLM_USE_V2_MODEL_RUNNER": os.environ.get("VLLM_USE_V2_MODEL_RUNNER"), **event}
     log_dir = log_dir if log_dir is not None else os.environ.get(ENV_LOG)
     if log_dir:
         Path(log_dir).mkdir(parents=True, exist_ok=True)

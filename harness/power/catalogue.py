@@ -24,8 +24,15 @@ from types import ModuleType
 from harness.power.hook import MUTATIONS_DIR, load_mutation
 
 BUG_CLASSES = (
-    "pooling method", "normalisation/activation", "head", "tokenisation", "batching/order",
-    "chunked-prefill/prefix-cache state", "server encoding", "multimodal routing", "engine start",
+    "pooling method",
+    "normalisation/activation",
+    "head",
+    "tokenisation",
+    "batching/order",
+    "chunked-prefill/prefix-cache state",
+    "server encoding",
+    "multimodal routing",
+    "engine start",
 )
 REPLAY_RE = re.compile(r"^vllm#\d+$")
 
@@ -66,7 +73,9 @@ def _check(name: str, path: Path, mod: ModuleType) -> Mutation:
     try:
         SpecifierSet(targets)
     except InvalidSpecifier as e:
-        raise CatalogueError(f"{path}: TARGETS {targets!r} is not a version specifier ({e})") from None
+        raise CatalogueError(
+            f"{path}: TARGETS {targets!r} is not a version specifier ({e})"
+        ) from None
     bug_class = need("BUG_CLASS", str)
     if bug_class not in BUG_CLASSES:
         raise CatalogueError(f"{path}: BUG_CLASS {bug_class!r}; valid: {', '.join(BUG_CLASSES)}")
@@ -79,8 +88,9 @@ def _check(name: str, path: Path, mod: ModuleType) -> Mutation:
     if not module.startswith("vllm."):
         raise CatalogueError(f"{path}: MODULE {module!r} is not a vLLM module")
     files = tuple(need("FILES", (list, tuple)))
-    if not files or any(not (isinstance(f, str) and f.startswith("vllm/") and f.endswith(".py"))
-                        for f in files):
+    if not files or any(
+        not (isinstance(f, str) and f.startswith("vllm/") and f.endswith(".py")) for f in files
+    ):
         raise CatalogueError(f"{path}: FILES {files!r} should be vllm/... .py paths")
     if not callable(getattr(mod, "apply", None)):
         raise CatalogueError(f"{path}: mutation {name!r} has no apply(module)")
@@ -90,10 +100,19 @@ def _check(name: str, path: Path, mod: ModuleType) -> Mutation:
     doc = (mod.__doc__ or "").strip()
     if not doc:
         raise CatalogueError(f"{path}: mutation {name!r} has no docstring saying what it breaks")
-    return Mutation(name=name, path=path, doc=doc.splitlines()[0], targets=targets,
-                    bug_class=bug_class, replays=replays, module=module, files=files, needs=needs,
-                    cases=tuple(need("CASES", (list, tuple), optional=True) or ()),
-                    runners=tuple(need("RUNNERS", (list, tuple), optional=True) or ()))
+    return Mutation(
+        name=name,
+        path=path,
+        doc=doc.splitlines()[0],
+        targets=targets,
+        bug_class=bug_class,
+        replays=replays,
+        module=module,
+        files=files,
+        needs=needs,
+        cases=tuple(need("CASES", (list, tuple), optional=True) or ()),
+        runners=tuple(need("RUNNERS", (list, tuple), optional=True) or ()),
+    )
 
 
 def names(folder: Path = MUTATIONS_DIR) -> list[str]:
@@ -105,5 +124,7 @@ def load(only: list[str] | None = None, folder: Path = MUTATIONS_DIR) -> list[Mu
     known = names(folder)
     unknown = [n for n in only or [] if n not in known]
     if unknown:
-        raise CatalogueError(f"no mutation {', '.join(unknown)} in {folder}; known: {', '.join(known)}")
+        raise CatalogueError(
+            f"no mutation {', '.join(unknown)} in {folder}; known: {', '.join(known)}"
+        )
     return [_check(n, folder / f"{n}.py", load_mutation(n, folder)) for n in (only or known)]

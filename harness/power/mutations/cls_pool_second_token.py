@@ -5,7 +5,7 @@ BUG_CLASS = "pooling method"
 REPLAYS = None
 MODULE = "vllm.model_executor.layers.pooler.seqwise.methods"
 FILES = ["vllm/model_executor/layers/pooler/seqwise/methods.py"]
-CASES = ["*bert*"]   # CLS pooling: BERT / ModernBERT cross-encoders and classifiers
+CASES = ["*bert*"]  # CLS pooling: BERT / ModernBERT cross-encoders and classifiers
 
 
 def apply(module):

@@ -5,7 +5,7 @@ BUG_CLASS = "pooling method"
 REPLAYS = None
 MODULE = "vllm.model_executor.layers.pooler.seqwise.methods"
 FILES = ["vllm/model_executor/layers/pooler/seqwise/methods.py"]
-CASES = ["qwen*"]   # LastPool serves the decoder embedders, classifiers and rerankers
+CASES = ["qwen*"]  # LastPool serves the decoder embedders, classifiers and rerankers
 
 
 def apply(module):

@@ -1,4 +1,4 @@
-"""Matryoshka `dimensions` cut the vector after normalisation, so the result is not re-normalised."""
+"""Matryoshka `dimensions` cut the vector after normalisation: the result is not re-normalised."""
 
 TARGETS = ">=0.32,<0.33"
 BUG_CLASS = "head"

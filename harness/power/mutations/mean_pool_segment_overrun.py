@@ -1,11 +1,11 @@
-"""Mean pooling's segment runs one token past the prompt's end, into the next prompt of the batch."""
+"""Mean pooling's segment runs one token past the prompt's end, into the next prompt."""
 
 TARGETS = ">=0.32,<0.33"
 BUG_CLASS = "pooling method"
 REPLAYS = None
 MODULE = "vllm.model_executor.layers.pooler.seqwise.methods"
 FILES = ["vllm/model_executor/layers/pooler/seqwise/methods.py"]
-CASES = ["*mean*"]   # MeanPool serves the mean-pooled embedders only
+CASES = ["*mean*"]  # MeanPool serves the mean-pooled embedders only
 
 
 def apply(module):

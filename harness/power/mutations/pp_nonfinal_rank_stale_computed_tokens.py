@@ -1,4 +1,4 @@
-"""Non-final pipeline ranks skip the pooling post-step: later chunks read stale num_computed_tokens."""
+"""Non-final pipeline ranks skip the pooling post-step: later chunks read stale state."""
 
 # replays vllm#56666 itself (pipeline parallel, two GPUs); chunked_last_pool_stale_state is its
 # single-process analogue on CPU

@@ -14,8 +14,9 @@ def apply(module):
     def forward(self, hidden_states, pooling_metadata):
         pooled = all_forward(self, hidden_states, pooling_metadata)
         out = []
-        for data, ids, param in zip(pooled, pooling_metadata.get_prompt_token_ids_cpu(),
-                                    pooling_metadata.pooling_params):
+        for data, ids, param in zip(
+            pooled, pooling_metadata.get_prompt_token_ids_cpu(), pooling_metadata.pooling_params
+        ):
             if data is None:
                 out.append(None)
                 continue

@@ -39,6 +39,8 @@ def _chain() -> None:
 
 try:
     _install_hook()
-except Exception as e:  # never break the interpreter: say so and let the run show the mutation missing
+except (
+    Exception
+) as e:  # never break the interpreter: say so and let the run show the mutation missing
     sys.stderr.write(f"[parity-power] hook not installed: {type(e).__name__}: {e}\n")
 _chain()

@@ -8,12 +8,26 @@ from packaging.specifiers import SpecifierSet
 
 from harness.power import catalogue
 
-ISSUE_CLASSES = {"pooling method", "normalisation/activation", "head", "tokenisation",
-                 "batching/order", "chunked-prefill/prefix-cache state", "server encoding",
-                 "multimodal routing"}
+ISSUE_CLASSES = {
+    "pooling method",
+    "normalisation/activation",
+    "head",
+    "tokenisation",
+    "batching/order",
+    "chunked-prefill/prefix-cache state",
+    "server encoding",
+    "multimodal routing",
+}
 # the 2026 regressions of issue #25 that can exist on CPU (#56666 / #48214: single-process analogue)
-CPU_REPLAYS = {"vllm#56639", "vllm#50661", "vllm#47772", "vllm#53091", "vllm#48901",
-               "vllm#56666", "vllm#48214"}
+CPU_REPLAYS = {
+    "vllm#56639",
+    "vllm#50661",
+    "vllm#47772",
+    "vllm#53091",
+    "vllm#48901",
+    "vllm#56666",
+    "vllm#48214",
+}
 
 
 def test_catalogue_loads_and_every_mutation_declares_its_fields():
@@ -60,17 +74,20 @@ def apply(module):
 '''
 
 
-@pytest.mark.parametrize("edit,message", [
-    (("TARGETS = \">=0.32\"\n", ""), "does not declare TARGETS"),
-    (("\">=0.32\"", "\"not a version\""), "is not a version specifier"),
-    (("\"head\"", "\"heads\""), "BUG_CLASS 'heads'"),
-    (("REPLAYS = None", "REPLAYS = \"#123\""), "should be 'vllm#NUMBER'"),
-    (("REPLAYS = None\n", ""), "does not declare REPLAYS"),
-    (("\"vllm.x\"", "\"torch.x\""), "is not a vLLM module"),
-    (("[\"vllm/x.py\"]", "[]"), "FILES"),
-    (("def apply(module)", "def apply_(module)"), "has no apply"),
-    (("\"\"\"Breaks something.\"\"\"\n", ""), "no docstring"),
-])
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (('TARGETS = ">=0.32"\n', ""), "does not declare TARGETS"),
+        (('">=0.32"', '"not a version"'), "is not a version specifier"),
+        (('"head"', '"heads"'), "BUG_CLASS 'heads'"),
+        (("REPLAYS = None", 'REPLAYS = "#123"'), "should be 'vllm#NUMBER'"),
+        (("REPLAYS = None\n", ""), "does not declare REPLAYS"),
+        (('"vllm.x"', '"torch.x"'), "is not a vLLM module"),
+        (('["vllm/x.py"]', "[]"), "FILES"),
+        (("def apply(module)", "def apply_(module)"), "has no apply"),
+        (('"""Breaks something."""\n', ""), "no docstring"),
+    ],
+)
 def test_a_mutation_missing_a_field_is_refused_naming_file_and_field(tmp_path, edit, message):
     (tmp_path / "broken.py").write_text(FIELDS.replace(*edit))
     with pytest.raises(catalogue.CatalogueError, match=message) as e:

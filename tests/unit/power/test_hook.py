@@ -1,10 +1,9 @@
-"""The import hook: patches a module right after it executes, leaves evidence, never breaks imports."""
+"""The import hook: patches a module right after it executes, leaves evidence, breaks no import."""
 
 import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -36,8 +35,9 @@ def fake(tmp_path, monkeypatch):
     cat = tmp_path / "mutations"
     cat.mkdir()
     (cat / "double.py").write_text(MUTATION)
-    (cat / "missing_attr.py").write_text(MUTATION.replace("module.value = module.value * 2",
-                                                          "module.nothing_here.x = 1"))
+    (cat / "missing_attr.py").write_text(
+        MUTATION.replace("module.value = module.value * 2", "module.nothing_here.x = 1")
+    )
     (cat / "old_only.py").write_text(MUTATION.replace('">=0.1"', '"<0.0.1"'))
     monkeypatch.syspath_prepend(str(tmp_path / "src"))
     for name in ("fakepkg", "fakepkg.target"):
@@ -49,7 +49,9 @@ def fake(tmp_path, monkeypatch):
 
 
 def _events(log: Path) -> list[dict]:
-    return [json.loads(line) for f in sorted(log.glob("*.jsonl")) for line in f.read_text().splitlines()]
+    return [
+        json.loads(line) for f in sorted(log.glob("*.jsonl")) for line in f.read_text().splitlines()
+    ]
 
 
 def _install(tmp_path, cat, name, monkeypatch):
@@ -73,7 +75,6 @@ def test_finder_applies_the_mutation_after_the_module_executes(fake, monkeypatch
 def test_other_modules_are_untouched(fake, monkeypatch):
     tmp_path, cat = fake
     _install(tmp_path, cat, "double", monkeypatch)
-    import fakepkg
 
     assert "fakepkg.target" not in sys.modules
     assert not (tmp_path / "log").exists()
@@ -112,18 +113,29 @@ def test_no_mutation_named_installs_nothing():
     assert sys.meta_path == before
 
 
-@pytest.mark.parametrize("version,spec,ok", [
-    ("0.32.0", ">=0.32,<0.33", True), ("0.32.0+cpu", ">=0.32,<0.33", True),
-    ("0.31.1", ">=0.32,<0.33", False), ("0.33.0rc1", "<0.33", False),
-    ("0.32.1.dev5+gabc", ">=0.32,<0.33", True)])
+@pytest.mark.parametrize(
+    "version,spec,ok",
+    [
+        ("0.32.0", ">=0.32,<0.33", True),
+        ("0.32.0+cpu", ">=0.32,<0.33", True),
+        ("0.31.1", ">=0.32,<0.33", False),
+        ("0.33.0rc1", "<0.33", False),
+        ("0.32.1.dev5+gabc", ">=0.32,<0.33", True),
+    ],
+)
 def test_version_applies(version, spec, ok):
     """A pre-release or dev build counts as its release (0.33.0rc1 is 0.33)."""
     assert hook.version_applies(spec, version) is ok
 
 
 def _child(tmp_path, cat, pythonpath: list[str], code: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath), hook.ENV_NAME: "double",
-           hook.ENV_LOG: str(tmp_path / "log"), hook.ENV_DIR: str(cat)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(pythonpath),
+        hook.ENV_NAME: "double",
+        hook.ENV_LOG: str(tmp_path / "log"),
+        hook.ENV_DIR: str(cat),
+    }
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
 
 
@@ -145,6 +157,12 @@ def test_site_hook_without_mutation_changes_nothing(fake):
     tmp_path, cat = fake
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SITE), str(tmp_path / "src")])}
     env.pop(hook.ENV_NAME, None)
-    done = subprocess.run([sys.executable, "-c", "import fakepkg.target as t; print(t.value)"],
-                          env=env, capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.split() == ["21"] and "parity-power" not in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-c", "import fakepkg.target as t; print(t.value)"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        done.returncode == 0 and done.stdout.split() == ["21"] and "parity-power" not in done.stderr
+    )

@@ -7,10 +7,20 @@ from harness.power import report
 from harness.power.catalogue import Mutation
 from harness.power.runner import SITE, Outcome, judge, mutated_env
 
-MUT = Mutation(name="m", path=Path("m.py"), doc="Breaks m.", targets=">=0.32", bug_class="head",
-               replays=None, module="vllm.x", files=("vllm/x.py",))
-APPLIED = [{"pid": 1, "status": "applied", "module": "vllm.x"},
-           {"pid": 2, "status": "applied", "module": "vllm.x"}]
+MUT = Mutation(
+    name="m",
+    path=Path("m.py"),
+    doc="Breaks m.",
+    targets=">=0.32",
+    bug_class="head",
+    replays=None,
+    module="vllm.x",
+    files=("vllm/x.py",),
+)
+APPLIED = [
+    {"pid": 1, "status": "applied", "module": "vllm.x"},
+    {"pid": 2, "status": "applied", "module": "vllm.x"},
+]
 
 
 def _r(status, reason=""):
@@ -19,12 +29,21 @@ def _r(status, reason=""):
 
 def test_caught_by_a_row_green_before_and_red_now():
     o = Outcome(MUT)
-    base = {("a", "vllm-v1"): _r("pass"), ("b", "vllm-v1"): _r("xfail"), ("c", "vllm-v1"): _r("fail")}
-    now = {("a", "vllm-v1"): _r("fail", "max_abs 0.3 > 1e-5\nmore"), ("b", "vllm-v1"): _r("xfail"),
-           ("c", "vllm-v1"): _r("fail")}
+    base = {
+        ("a", "vllm-v1"): _r("pass"),
+        ("b", "vllm-v1"): _r("xfail"),
+        ("c", "vllm-v1"): _r("fail"),
+    }
+    now = {
+        ("a", "vllm-v1"): _r("fail", "max_abs 0.3 > 1e-5\nmore"),
+        ("b", "vllm-v1"): _r("xfail"),
+        ("c", "vllm-v1"): _r("fail"),
+    }
     judge(o, base, now, APPLIED)
     assert o.status == "caught" and o.processes == 2
-    assert o.caught == [{"case": "a", "runner": "vllm-v1", "status": "fail", "message": "max_abs 0.3 > 1e-5"}]
+    assert o.caught == [
+        {"case": "a", "runner": "vllm-v1", "status": "fail", "message": "max_abs 0.3 > 1e-5"}
+    ]
 
 
 def test_a_row_red_in_the_baseline_catches_nothing():
@@ -35,8 +54,12 @@ def test_a_row_red_in_the_baseline_catches_nothing():
 
 def test_xfail_that_changes_or_passes_is_caught():
     o = Outcome(MUT)
-    judge(o, {("d", "r"): _r("xfail"), ("e", "r"): _r("xfail")},
-          {("d", "r"): _r("fail", "the recorded divergence changed"), ("e", "r"): _r("xpass")}, APPLIED)
+    judge(
+        o,
+        {("d", "r"): _r("xfail"), ("e", "r"): _r("xfail")},
+        {("d", "r"): _r("fail", "the recorded divergence changed"), ("e", "r"): _r("xpass")},
+        APPLIED,
+    )
     assert o.status == "caught" and len(o.caught) == 2
 
 
@@ -45,8 +68,12 @@ def test_never_applied_is_never_caught_even_if_rows_go_red():
     judge(o, {("a", "r"): _r("pass")}, {("a", "r"): _r("fail")}, [])
     assert o.status == "not applied" and not o.caught
     o = Outcome(MUT)
-    judge(o, {("a", "r"): _r("pass")}, {("a", "r"): _r("fail")},
-          [{"pid": 1, "status": "not_applicable", "reason": "AttributeError: gone"}])
+    judge(
+        o,
+        {("a", "r"): _r("pass")},
+        {("a", "r"): _r("fail")},
+        [{"pid": 1, "status": "not_applicable", "reason": "AttributeError: gone"}],
+    )
     assert o.status == "not applicable" and "gone" in o.reason and not o.caught
 
 

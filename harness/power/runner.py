@@ -49,6 +49,15 @@ def _selection_args(m: Mutation | None, files: list[str]) -> list[str]:
     return args
 
 
+def baseline_args(todo: list[Outcome]) -> list[str]:
+    """One run covering every row any mutation will run: the union of their files, their
+    cases (a derived `<id>@<check>` row comes with its case) and their runners."""
+    files = sorted({f for o in todo for f in o.mutation.files})
+    cases = sorted({case.split("@")[0] for o in todo for case, _ in o.rows})
+    runners = sorted({runner for o in todo for _, runner in o.rows})
+    return ["--changed-files", *files, "-k", *cases, "-r", *runners]
+
+
 def select_rows(m: Mutation, matrix: str, python: str = sys.executable) -> list[tuple[str, str]]:
     """The (case, runner) rows `parity select` gives for FILES (narrowed by CASES / RUNNERS)."""
     cmd = [
@@ -192,10 +201,9 @@ def run_power(
         todo.append(o)
     if not todo:
         return outcomes
-    files = sorted({f for o in todo for f in o.mutation.files})
-    say(f"power: clean baseline over {len(files)} file(s)' rows")
+    say(f"power: clean baseline over the {len({r for o in todo for r in o.rows})} row(s) selected")
     t = time.monotonic()
-    parity_run(matrix, _selection_args(None, files), out / "baseline", jobs, python=python)
+    parity_run(matrix, baseline_args(todo), out / "baseline", jobs, python=python)
     baseline = read_results(out / "baseline" / "report.json")
     if not baseline:
         raise RuntimeError(

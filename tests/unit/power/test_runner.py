@@ -94,3 +94,13 @@ def test_mutated_env_puts_the_site_hook_first():
     env = mutated_env("m", Path("/tmp/log"), {"PYTHONPATH": "/a"})
     assert env["PYTHONPATH"].split(os.pathsep) == [str(SITE), "/a"]
     assert env["PARITY_MUTATION"] == "m" and env["PARITY_MUTATION_LOG"] == "/tmp/log"
+
+
+def test_baseline_covers_exactly_the_union_of_the_selected_rows():
+    from harness.power.runner import baseline_args
+
+    a, b = Outcome(MUT), Outcome(MUT)
+    a.rows = [("x", "vllm-v1"), ("x@shuffle", "vllm-v1")]
+    b.rows = [("y", "vllm-serve-v2")]
+    assert baseline_args([a, b]) == ["--changed-files", "vllm/x.py", "-k", "x", "y",
+                                     "-r", "vllm-serve-v2", "vllm-v1"]

@@ -64,6 +64,15 @@ def parity(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none", default=False)
+def power(session: nox.Session) -> None:
+    """Detection power: each vLLM mutation of harness/power/mutations against a matrix (posargs
+    go to `python -m harness.power`, e.g. `--only NAME`, `--matrix matrices/power.yaml`)."""
+    python, env = engine(session)
+    args = session.posargs or ["--out", "runs/power"]
+    session.run(python, "-m", "harness.power", *args, env=env, external=True)
+
+
+@nox.session(venv_backend="none", default=False)
 def gate(session: nox.Session) -> None:
     """ci/parity-gate in the environment of PARITY_VLLM (posargs go to the gate)."""
     _, env = engine(session)

@@ -1,0 +1,1 @@
+"""Detection power: mutations of vLLM replayed against the gate (`parity power`)."""

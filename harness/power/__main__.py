@@ -1,0 +1,5 @@
+import sys
+
+from harness.power.cli import main
+
+sys.exit(main())

@@ -1,0 +1,60 @@
+"""`parity power` / `python -m harness.power`: a matrix's detection power against the catalogue."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import time
+from pathlib import Path
+
+from harness.power import catalogue, report
+from harness.power.runner import run_power
+
+
+def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    ap = ap or argparse.ArgumentParser(prog="parity power", description=__doc__)
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="only these mutations")
+    ap.add_argument(
+        "--matrix",
+        "-m",
+        default="matrices/pooling.yaml",
+        help="matrix YAML (default matrices/pooling.yaml)",
+    )
+    ap.add_argument("--out", "-o", help="folder (default runs/power-<timestamp>)")
+    ap.add_argument("--jobs", "-j", type=int, default=2, help="runner workers per run (default 2)")
+    ap.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda also runs the NEEDS='gpu' mutations (default cpu)",
+    )
+    ap.add_argument("--list", action="store_true", help="print the catalogue and exit")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        mutations = catalogue.load(args.only)
+    except catalogue.CatalogueError as e:
+        print(f"parity power: {e}", file=sys.stderr)
+        return 2
+    if args.list:
+        for m in mutations:
+            print(f"{m.name:<40} {m.bug_class:<36} {m.replays or '-':<12} {m.needs or ''} {m.doc}")
+        return 0
+    out = Path(args.out or f"runs/power-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
+    start = time.monotonic()
+    outcomes = run_power(mutations, args.matrix, out, jobs=args.jobs, device=args.device)
+    meta = {
+        "matrix": args.matrix,
+        "device": args.device,
+        "wall_seconds": time.monotonic() - start,
+        "only": args.only,
+    }
+    paths = report.write(outcomes, meta, out)
+    sys.stdout.write(paths["markdown"].read_text())
+    where = f"{paths['markdown']} · {paths['html']} · {paths['json']}"
+    print(f"power report: {where}", file=sys.stderr)
+    return report.exit_code(outcomes)

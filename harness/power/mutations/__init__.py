@@ -1,0 +1,1 @@
+"""The mutation catalogue: one module per mutation (fields: harness/power/catalogue.py)."""

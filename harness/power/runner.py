@@ -1,0 +1,239 @@
+"""Run the catalogue: a clean baseline once, then one `parity run` per mutation on its rows.
+
+Talks to the harness only through its CLI (`python -m harness.cli select|run`) and the
+report.json files a run writes, so it keeps working when the harness's modules move.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.power.catalogue import Mutation
+from harness.power.hook import ENV_LOG, ENV_NAME, version_applies
+
+SITE = Path(__file__).resolve().parent / "site"
+GREEN = ("pass", "xfail")  # a row the gate lets through
+RED = ("fail", "error", "xpass")  # a row that fails the gate
+
+
+@dataclass
+class Outcome:
+    """What one mutation did: applied where, which rows it turned red."""
+
+    mutation: Mutation
+    status: str = "pending"  # caught | missed | not applicable | not applied | needs gpu | no rows
+    reason: str = ""
+    rows: list[tuple[str, str]] = field(default_factory=list)  # selected (case, runner)
+    caught: list[dict] = field(default_factory=list)  # {case, runner, status, message}
+    applied_in: list[dict] = field(default_factory=list)  # evidence events
+    seconds: float = 0.0
+    run_dir: str = ""
+
+    @property
+    def processes(self) -> int:
+        return len({e["pid"] for e in self.applied_in})
+
+
+def _selection_args(m: Mutation | None, files: list[str]) -> list[str]:
+    args = ["--changed-files", *files]
+    if m is not None and m.cases:
+        args += ["-k", *m.cases]
+    if m is not None and m.runners:
+        args += ["-r", *m.runners]
+    return args
+
+
+def baseline_args(todo: list[Outcome]) -> list[str]:
+    """One run covering every row any mutation will run: the union of their files, their
+    cases (a derived `<id>@<check>` row comes with its case) and their runners."""
+    files = sorted({f for o in todo for f in o.mutation.files})
+    cases = sorted({case.split("@")[0] for o in todo for case, _ in o.rows})
+    runners = sorted({runner for o in todo for _, runner in o.rows})
+    return ["--changed-files", *files, "-k", *cases, "-r", *runners]
+
+
+def select_rows(m: Mutation, matrix: str, python: str = sys.executable) -> list[tuple[str, str]]:
+    """The (case, runner) rows `parity select` gives for FILES (narrowed by CASES / RUNNERS)."""
+    cmd = [
+        python,
+        "-m",
+        "harness.cli",
+        "select",
+        "-m",
+        matrix,
+        "--json",
+        *_selection_args(m, list(m.files)),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode == 4:
+        return []
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-2000:]}"
+        )
+    return [(r["case"], r["runner"]) for r in json.loads(done.stdout)["rows"]]
+
+
+def parity_run(
+    matrix: str,
+    selection: list[str],
+    out: Path,
+    jobs: int,
+    env: dict | None = None,
+    python: str = sys.executable,
+) -> int:
+    """`parity run` of the selected rows into `out`; its output goes to out/run.log."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        python,
+        "-m",
+        "harness.cli",
+        "run",
+        "-m",
+        matrix,
+        "--out",
+        str(out),
+        "-j",
+        str(jobs),
+        *selection,
+    ]
+    with open(out / "run.log", "w") as log:
+        log.write(" ".join(cmd) + "\n")
+        log.flush()
+        return subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+
+
+def mutated_env(name: str, log_dir: Path, base: dict | None = None) -> dict:
+    """The environment of a mutated run: the site hook first on PYTHONPATH, the mutation named."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SITE), env.get("PYTHONPATH")) if p)
+    env[ENV_NAME], env[ENV_LOG] = name, str(log_dir)
+    return env
+
+
+def read_results(report: Path) -> dict[tuple[str, str], dict]:
+    """(case, runner) -> result of a report.json (missing file: no results)."""
+    if not report.is_file():
+        return {}
+    return {(r["case_id"], r["runner"]): r for r in json.loads(report.read_text())["results"]}
+
+
+def read_evidence(log_dir: Path) -> list[dict]:
+    events = []
+    for f in sorted(log_dir.glob("*.jsonl")) if log_dir.is_dir() else []:
+        events += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    return events
+
+
+def first_message(result: dict) -> str:
+    text = (result.get("reason") or "").strip()
+    if not text:
+        bad = [m for m in result.get("metrics", []) if not m.get("ok", True)]
+        text = "; ".join(
+            f"{m['name']} {m['value']:.3g} > {m['bound']:.3g}"
+            for m in bad
+            if m.get("value") is not None
+        )
+    return text.splitlines()[0][:300] if text else result.get("status", "")
+
+
+def judge(outcome: Outcome, baseline: dict, mutated: dict, events: list[dict]) -> None:
+    """caught = a row green in the baseline is red now; a mutation applied nowhere never is."""
+    outcome.applied_in = [e for e in events if e.get("status") == "applied"]
+    refused = [e for e in events if e.get("status") == "not_applicable"]
+    if not outcome.applied_in:
+        if refused:
+            outcome.status, outcome.reason = "not applicable", refused[0].get("reason", "")
+        else:
+            outcome.status = "not applied"
+            outcome.reason = f"no process imported {outcome.mutation.module}: the hook never fired"
+        return
+    for key in sorted(mutated):
+        before, now = baseline.get(key), mutated[key]
+        if before and before["status"] in GREEN and now["status"] in RED:
+            outcome.caught.append(
+                {
+                    "case": key[0],
+                    "runner": key[1],
+                    "status": now["status"],
+                    "message": first_message(now),
+                }
+            )
+    outcome.status = "caught" if outcome.caught else "missed"
+    if not outcome.caught:
+        ran = [k for k in mutated if baseline.get(k, {}).get("status") in GREEN]
+        outcome.reason = f"{len(ran)} green row(s) ran with the mutation applied; none went red"
+
+
+def run_power(
+    mutations: list[Mutation],
+    matrix: str,
+    out: Path,
+    jobs: int = 2,
+    device: str = "cpu",
+    python: str = sys.executable,
+    say=lambda s: print(s, file=sys.stderr, flush=True),
+) -> list[Outcome]:
+    start = time.monotonic()
+    outcomes = [Outcome(m) for m in mutations]
+    todo = []
+    for o in outcomes:
+        if o.mutation.needs == "gpu" and device != "cuda":
+            o.status, o.reason = "needs gpu", "NEEDS = 'gpu': run by ci/gpu-check"
+            continue
+        o.rows = select_rows(o.mutation, matrix, python)
+        if not o.rows:
+            narrowed = "".join(
+                f" {k} {' '.join(v)}"
+                for k, v in (("-k", o.mutation.cases), ("-r", o.mutation.runners))
+                if v
+            )
+            o.status = "no rows"
+            files = ", ".join(o.mutation.files)
+            o.reason = f"`parity select` gives no row of {matrix} for {files}{narrowed}"
+            continue
+        todo.append(o)
+    if not todo:
+        return outcomes
+    say(f"power: clean baseline over the {len({r for o in todo for r in o.rows})} row(s) selected")
+    t = time.monotonic()
+    parity_run(matrix, baseline_args(todo), out / "baseline", jobs, python=python)
+    baseline = read_results(out / "baseline" / "report.json")
+    if not baseline:
+        raise RuntimeError(
+            f"the clean baseline wrote no report: see {out / 'baseline' / 'run.log'}"
+        )
+    say(f"power: baseline {len(baseline)} rows in {time.monotonic() - t:.0f} s")
+    report = json.loads((out / "baseline" / "report.json").read_text())
+    under_test = report.get("vllm_under_test") or []
+    under_test = under_test if isinstance(under_test, list) else [under_test]
+    version = next((v.get("version") for v in under_test if v.get("version")), None)
+    for o in todo:
+        m = o.mutation
+        if version and not version_applies(m.targets, version):
+            o.status, o.reason = "not applicable", f"vLLM {version} outside TARGETS {m.targets!r}"
+            continue
+        run_dir, log_dir = out / "mutations" / m.name, out / "mutations" / m.name / "evidence"
+        t = time.monotonic()
+        parity_run(
+            matrix,
+            _selection_args(m, list(m.files)),
+            run_dir,
+            jobs,
+            env=mutated_env(m.name, log_dir),
+            python=python,
+        )
+        o.seconds, o.run_dir = time.monotonic() - t, str(run_dir)
+        judge(o, baseline, read_results(run_dir / "report.json"), read_evidence(log_dir))
+        say(
+            f"power: {m.name}: {o.status} ({len(o.caught)} row(s) red, applied in "
+            f"{o.processes} process(es), {o.seconds:.0f} s)"
+        )
+    say(f"power: {len(mutations)} mutation(s) in {time.monotonic() - start:.0f} s")
+    return outcomes

@@ -629,8 +629,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     rep.set_defaults(func=cmd_report)
-    sub.add_parser("power", add_help=False, help="detection power: vLLM mutations against the matrix "
-                   "(harness/power; `parity power --help`)")
+    sub.add_parser(
+        "power",
+        add_help=False,
+        help="detection power: vLLM mutations against the matrix "
+        "(harness/power; `parity power --help`)",
+    )
     return ap
 
 
@@ -638,6 +642,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["power"]:  # its own parser: harness/power/cli.py
         from harness.power.cli import main as power_main
+
         return power_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:

@@ -102,5 +102,13 @@ def test_baseline_covers_exactly_the_union_of_the_selected_rows():
     a, b = Outcome(MUT), Outcome(MUT)
     a.rows = [("x", "vllm-v1"), ("x@shuffle", "vllm-v1")]
     b.rows = [("y", "vllm-serve-v2")]
-    assert baseline_args([a, b]) == ["--changed-files", "vllm/x.py", "-k", "x", "y",
-                                     "-r", "vllm-serve-v2", "vllm-v1"]
+    assert baseline_args([a, b]) == [
+        "--changed-files",
+        "vllm/x.py",
+        "-k",
+        "x",
+        "y",
+        "-r",
+        "vllm-serve-v2",
+        "vllm-v1",
+    ]

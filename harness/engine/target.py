@@ -217,7 +217,10 @@ def vllm_provenance() -> dict[str, Any]:
                 commit=built["commit"], dirty=False, note=f"exported from {built.get('source')}"
             )
         out["checkout"] = state
-    elif git(pkg, "rev-parse", "--show-toplevel") is not None:
+    elif git(pkg, "ls-files", "--error-unmatch", "__init__.py") is not None:
+        # an editable install of a checkout: its git tree tracks the package. A release installed
+        # in a virtualenv that happens to sit inside some git work tree (this project's own
+        # .nox/engines/) is untracked there, and stays a release.
         out.update(kind="checkout", checkout=checkout_state(pkg.parent))
     else:
         out.update(kind="release", distribution=_distribution_of(pkg))

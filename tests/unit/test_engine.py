@@ -276,3 +276,39 @@ def test_a_setup_step_prints_nothing_on_stdout_which_carries_the_json(capfd):
     _run([sys.executable, "-c", "print('vllm 0.32.0')"])
     out, err = capfd.readouterr()
     assert out == "" and "vllm 0.32.0" in err
+
+
+def _provenance_with(path: Path) -> dict:
+    code = "import json; from harness.engine.target import vllm_provenance; print(json.dumps(vllm_provenance()))"
+    env = {"PYTHONPATH": f"{path}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def test_a_release_installed_inside_a_git_work_tree_is_a_release_not_a_checkout(tmp_path):
+    # `nox -s parity` installs the release under this project's .nox/engines/, inside its git
+    # work tree: report.json called it a checkout of the harness's own commit
+    project = tmp_path / "project"
+    site = project / ".nox" / "engines" / "e" / "site-packages"
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("")
+    (site / "vllm" / "_version.py").write_text("__version__ = '0.32.0'\n")
+    (project / ".gitignore").write_text(".nox/\n")
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "harness")
+    prov = _provenance_with(site)
+    assert prov["kind"] == "release" and "checkout" not in prov and prov["version"] == "0.32.0"
+
+
+def test_an_editable_checkout_is_still_a_checkout(tmp_path):
+    repo = tmp_path / "vllm-src"
+    (repo / "vllm").mkdir(parents=True)
+    (repo / "vllm" / "__init__.py").write_text("")
+    (repo / "vllm" / "_version.py").write_text("__version__ = '0.32.1.dev1'\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "vllm")
+    prov = _provenance_with(repo)
+    assert prov["kind"] == "checkout" and prov["checkout"]["path"] == str(repo)
+    assert prov["checkout"]["dirty"] is False

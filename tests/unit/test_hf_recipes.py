@@ -74,7 +74,7 @@ def test_a_new_recipe_module_is_found_without_editing_a_list(tmp_path, monkeypat
         )
     )
     monkeypatch.setattr(hf, "__path__", [*hf.__path__, str(tmp_path)])
-    monkeypatch.setattr(hf, "_DISCOVERED", False)
+    monkeypatch.setattr(hf.discover, "done", False)
     monkeypatch.delitem(sys.modules, "harness.runners.hf.newfamily", raising=False)
     try:
         assert hf.RECIPE_VERSIONS["newfamily-embed"] == 3

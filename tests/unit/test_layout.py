@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = [
-    {"engine", "triton_cpu"},
+    {"engine", "triton_cpu", "plugins"},
     {"matrix"},
     {"models"},
     {"runners"},

@@ -55,7 +55,7 @@ def test_a_new_builder_module_is_found_without_editing_a_list(tmp_path, monkeypa
     )
     synthetic.ARCHS  # the shipped families first: the new module reads one
     monkeypatch.setattr(synthetic, "__path__", [*synthetic.__path__, str(tmp_path)])
-    monkeypatch.setattr(synthetic, "_DISCOVERED", False)
+    monkeypatch.setattr(synthetic.discover, "done", False)
     try:
         fam = synthetic.family_of("TinyBertForSequenceClassification")
         assert fam.config["num_hidden_layers"] == 1 and "tinybert" in synthetic.ARCHS

@@ -17,10 +17,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import importlib
 import json
 import os
-import pkgutil
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ import numpy as np
 from harness.matrix.paths import cache_root
 from harness.matrix.schema import SyntheticModel
 from harness.models.cache import fingerprint
+from harness.plugins import Discovery
 
 # bump when a builder's output changes for the same spec
 BUILDER_VERSION = 2
@@ -55,7 +54,6 @@ class ArchFamily:
 # name -> family, filled by the builder modules of this package as discover() imports them; read
 # it as ARCHS (a module attribute that discovers first) or through family_of()
 _ARCHS: dict[str, ArchFamily] = {}
-_DISCOVERED = False
 
 
 def register(name: str, family: ArchFamily) -> ArchFamily:
@@ -73,19 +71,7 @@ def register(name: str, family: ArchFamily) -> ArchFamily:
     return family
 
 
-def discover() -> None:
-    """Import every builder module of this package once (each registers its families)."""
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    try:
-        for mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-            if not mod.startswith("_"):
-                importlib.import_module(f"{__name__}.{mod}")
-    except BaseException:
-        _DISCOVERED = False
-        raise
+discover = Discovery(__name__)
 
 
 def __getattr__(name: str) -> Any:

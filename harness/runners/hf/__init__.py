@@ -12,13 +12,12 @@ functions): the parent process reads the registry to validate matrices.
 from __future__ import annotations
 
 import gc
-import importlib
-import pkgutil
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from harness.plugins import Discovery
 from harness.runners import LoadRequest, freeze_what_is_alive
 
 Recipe = Callable[["HFRunner", list, dict], list[np.ndarray]]
@@ -29,7 +28,6 @@ _RECIPES: dict[str, Recipe] = {}
 _VERSIONS: dict[str, int] = {}
 _BY_TASK: dict[str, str] = {}  # task -> its default recipe
 _BY_ARCH: dict[tuple[str, str], str] = {}  # (config architecture, task) -> its default recipe
-_DISCOVERED = False
 LAZY = {
     "RECIPES": _RECIPES,
     "RECIPE_VERSIONS": _VERSIONS,
@@ -74,20 +72,7 @@ def recipe(
     return deco
 
 
-def discover() -> None:
-    """Import every module of this package once (each registers its recipes): adding a recipe
-    module is enough, no list names it."""
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    try:
-        for mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-            if not mod.startswith("_"):
-                importlib.import_module(f"{__name__}.{mod}")
-    except BaseException:
-        _DISCOVERED = False
-        raise
+discover = Discovery(__name__)
 
 
 def __getattr__(name: str) -> Any:

@@ -5,6 +5,7 @@ metrics go into pytest's JUnit XML as properties; the run's report.json / report
 are written under --parity-out (default runs/pytest) as by `parity run`.
 """
 
+from harness.matrix.runner_names import runner_info
 from harness.pytest_plugin import check
 
 
@@ -16,6 +17,7 @@ def test_parity(parity_result, record_property):
     check(parity_result)
     # a pass is only a pass with measured metrics inside their bounds
     assert parity_result.metrics and all(m.ok for m in parity_result.metrics)
-    if parity_result.runner == "vllm-v2" and parity_result.device == "cpu":
+    runner = runner_info(parity_result.runner)
+    if runner.is_offline_vllm and runner.variant == "v2" and parity_result.device == "cpu":
         assert parity_result.actual_runner == "v2"
         assert "interpreted Triton kernels" in parity_result.runner_label

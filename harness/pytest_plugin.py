@@ -140,10 +140,12 @@ class ParitySession:
     def result(self, matrix_path: str, case_id: str, runner: str):
         key = (case_id, runner)
         if key not in self.results:
+            from harness.matrix.checks import expand_checks
             from harness.run.session import run_cases
 
             matrix = load_matrix(matrix_path)
-            case = matrix.case(case_id.split("@", 1)[0])  # a derived check case runs with its base
+            item = next(c for c in expand_checks(matrix.cases) if c.id == case_id)
+            case = matrix.case(item.variant_of or item.id)  # a derived check runs with its base
             group = [c for c in matrix.cases if _group(c) == _group(case)]
             only = self.config.getoption("--runners")
             golden_dir = Path(

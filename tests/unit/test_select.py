@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -389,3 +390,33 @@ def test_models_config_py_selects_exactly_the_cases_it_configures_on_vllm_0_32()
     ):
         assert must in expected
     assert "bert-tiny-mean-embed" not in expected
+
+
+def test_a_recipe_or_builder_module_selects_the_cases_it_serves(matrix, fake_vllm, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    colbert = _rows(matrix, fake_vllm, "harness/runners/hf/colbert.py", origin="any")
+    assert _case_ids(colbert) == {"colbert-tokens"} and ("colbert-tokens", "hf") in colbert
+    st = _rows(matrix, fake_vllm, "harness/runners/hf/sentence_transformers.py", origin="any")
+    assert _case_ids(st) == {"bert-embed", "bert-embed@shuffle", "qwen2-rerank"}
+    # qwen.py builds Qwen2 checkpoints; bert.py BERT and HF_ColBERT ones
+    qwen = _rows(matrix, fake_vllm, "harness/models/synthetic/qwen.py", origin="any")
+    assert _case_ids(qwen) == {"qwen2-rerank"}
+    bert = _rows(matrix, fake_vllm, "harness/models/synthetic/bert.py", origin="any")
+    assert _case_ids(bert) == {"bert-embed", "bert-embed@shuffle", "colbert-tokens"}
+    # the registry itself, and a module the registry does not know, reach every case
+    for path in ("harness/runners/hf/__init__.py", "harness/models/synthetic/nosuch.py"):
+        assert len(_case_ids(_rows(matrix, fake_vllm, path, origin="any"))) == 4, path
+
+
+def test_a_shared_helper_module_reaches_what_its_importers_register(tmp_path, monkeypatch):
+    from harness.select.rows import sibling_users
+
+    pkg = tmp_path / "harness" / "runners" / "hf"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helper.py").write_text("X = 1\n")
+    (pkg / "a.py").write_text("from harness.runners.hf.helper import X\n")
+    (pkg / "b.py").write_text("from .a import X\n")
+    (pkg / "c.py").write_text("import numpy\n")
+    monkeypatch.chdir(tmp_path)
+    assert sibling_users(Path("harness/runners/hf"), "helper") == {"helper", "a", "b"}

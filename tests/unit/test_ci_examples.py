@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from harness.cli import build_parser
+from harness.power.cli import build_parser as power_parser
 from tests.conftest import ROOT
 
 CI = ROOT / "ci"
@@ -104,11 +105,11 @@ def _nox_sessions() -> set[str]:
 def test_gpu_check_runs_existing_sessions_on_existing_matrices():
     script = str(CI / "gpu-check")
     dry = subprocess.run(
-        [script, "--dry-run", "--mteb", "--out", "x"], capture_output=True, text=True
+        [script, "--dry-run", "--mteb", "--power", "--out", "x"], capture_output=True, text=True
     )
     assert dry.returncode == 0, dry.stderr
     phases = re.findall(r"=== gpu-check: (\w+): (.*)", dry.stdout)
-    assert [p for p, _ in phases] == ["install", "default", "hub", "mteb"]
+    assert [p for p, _ in phases] == ["install", "default", "hub", "mteb", "power"]
     parser = build_parser()
     for _, cmd in phases:
         argv = shlex.split(cmd)
@@ -117,7 +118,10 @@ def test_gpu_check_runs_existing_sessions_on_existing_matrices():
         if "--" in argv:
             args = argv[argv.index("--") + 1 :]
             assert (ROOT / args[args.index("--matrix") + 1]).is_file()
-            parser.parse_args([argv[2] if argv[2] == "mteb" else "run", *args])
+            if argv[2] == "power":  # the GPU-only mutations run there
+                assert power_parser().parse_args(args).device == "cuda"
+            else:
+                parser.parse_args([argv[2] if argv[2] == "mteb" else "run", *args])
     assert subprocess.run([script, "--bogus"], capture_output=True).returncode == 2
 
 

@@ -350,9 +350,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     run_dir = Path(args.out or f"runs/check-{model.slug()}-{dt.datetime.now():%Y%m%d-%H%M%S}")
     matrix_path = Path(args.write_matrix or run_dir / "check.yaml")
     matrix_path.parent.mkdir(parents=True, exist_ok=True)
-    runners = args.runners or ["vllm-v1", "vllm-v2"]
-    if args.serve and not args.runners:
-        runners = [*runners, "vllm-serve-v1", "vllm-serve-v2"]
+    runners = list(args.runners or ["vllm-v1", "vllm-v2"])
+    if args.serve:
+        runners += [r for r in ("vllm-serve-v1", "vllm-serve-v2") if r not in runners]
     # the user named the checkpoint and inputs on the command line: they may live anywhere
     os.environ["PARITY_ALLOW_ABSOLUTE_PATHS"] = "1"
     try:

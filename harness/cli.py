@@ -1,4 +1,4 @@
-"""`parity run | models | report`.
+"""`parity run | check | models | report`.
 
 Exit codes: 0 every compared case passed (or is a recorded divergence / skip); 1 a case failed,
 errored, or a divergence mark is stale; 2 bad usage or a malformed matrix; 4 nothing was compared
@@ -312,6 +312,78 @@ def cmd_run(args: argparse.Namespace) -> int:
     return report.exit_code()
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """Infer the cases of the user's own checkpoint, write them as a matrix, run it as `parity
+    run -m` does. Exit 2 for a checkpoint it cannot read or classify."""
+    import os
+    import shlex
+
+    from harness.check.cases import build_cases, locate, matrix_text
+    from harness.check.infer import CheckError, default_families, infer
+
+    try:
+        model = locate(args.model)
+        inf = infer(model.folder)
+    except CheckError as e:
+        err.print(f"[bold red]parity check:[/] {escape(str(e))}", highlight=False)
+        return 2
+    families = default_families()
+    t = Table(title=f"parity check · {args.model}")
+    for col in ("inferred", "value", "from"):
+        t.add_column(col, overflow="fold")
+    for f in inf.facts:
+        t.add_row(escape(f.what), escape(f.value), escape(f.source))
+    for u in inf.uses:
+        fam = families[u.family]
+        recipe = fam.get("reference") or "(by architecture)"
+        t.add_row("use", f"{u.family}: task {fam['task']}, reference {recipe}", escape(u.why))
+    if inf.engine:
+        t.add_row("vLLM engine options", escape(str(inf.engine)), "see step tag above")
+    out.print(t)
+    if inf.trust_remote_code and not args.trust_remote_code:
+        err.print(
+            "[bold red]parity check:[/] the config names code of its own (config.json auto_map); "
+            "read it, then pass --trust-remote-code to run it",
+            highlight=False,
+        )
+        return 2
+    run_dir = Path(args.out or f"runs/check-{model.slug()}-{dt.datetime.now():%Y%m%d-%H%M%S}")
+    matrix_path = Path(args.write_matrix or run_dir / "check.yaml")
+    matrix_path.parent.mkdir(parents=True, exist_ok=True)
+    runners = list(args.runners or ["vllm-v1", "vllm-v2"])
+    if args.serve:
+        runners += [r for r in ("vllm-serve-v1", "vllm-serve-v2") if r not in runners]
+    # the user named the checkpoint and inputs on the command line: they may live anywhere
+    os.environ["PARITY_ALLOW_ABSOLUTE_PATHS"] = "1"
+    try:
+        used, cases, notes = build_cases(
+            inf,
+            model,
+            matrix_path.parent,
+            runners,
+            args.dtype,
+            Path(args.inputs) if args.inputs else None,
+        )
+    except CheckError as e:
+        err.print(f"[bold red]parity check:[/] {escape(str(e))}", highlight=False)
+        return 2
+    command = shlex.join(["parity", "check", *sys.argv[2:]]) if sys.argv[1:2] == ["check"] else ""
+    matrix_path.write_text(matrix_text(inf, used, cases, notes, command or "parity check"))
+    load_matrix(matrix_path)  # as `parity run -m` will: a MatrixError exits 2
+    env = "PARITY_ALLOW_ABSOLUTE_PATHS=1 " if notes else ""
+    err.print(
+        f"{len(cases)} case(s) written to {matrix_path}; run them again with "
+        f"`{env}parity run -m {matrix_path}`",
+        highlight=False,
+    )
+    if args.no_run:
+        return 0
+    run_args = ["run", "-m", str(matrix_path), "--out", str(run_dir)]
+    if args.device:
+        run_args += ["--device", args.device]
+    return cmd_run(build_parser().parse_args(run_args))
+
+
 def cmd_golden(args: argparse.Namespace) -> int:
     from harness.run.session import golden_session
 
@@ -548,6 +620,46 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--junit", help="also copy the JUnit XML here")
     run.add_argument("--markdown", help="also copy the Markdown summary here")
     run.set_defaults(func=cmd_run)
+    chk = sub.add_parser(
+        "check",
+        help="parity of your own checkpoint: infer its cases, run them on HF, V1 and V2",
+    )
+    chk.add_argument(
+        "model",
+        help="a checkpoint folder, package:NAME[/SUBPATH], or a hub id in the HF cache "
+        "(never downloaded)",
+    )
+    chk.add_argument("--inputs", help="your inputs: a .txt (a text a line) or .jsonl file")
+    chk.add_argument(
+        "--runners",
+        "-r",
+        nargs="+",
+        choices=[r for r in RUNNER_NAMES if runner_info(r).is_vllm],
+        metavar="RUNNER",
+        help="vLLM runners to hold to HF (default vllm-v1 vllm-v2)",
+    )
+    chk.add_argument(
+        "--serve", action="store_true", help="also through `vllm serve` (vllm-serve-v1, -v2)"
+    )
+    chk.add_argument(
+        "--dtype",
+        choices=("float32", "float16", "bfloat16"),
+        help="default: the platform's (float32 on CPU); bounds are the family's for it",
+    )
+    chk.add_argument("--device", choices=("cpu", "cuda"))
+    chk.add_argument(
+        "--write-matrix", metavar="FILE", help="write the cases here (default OUT/check.yaml)"
+    )
+    chk.add_argument("--out", "-o", help="run folder (default runs/check-<model>-<timestamp>)")
+    chk.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run a checkpoint whose config names code of its own (auto_map)",
+    )
+    chk.add_argument(
+        "--no-run", action="store_true", help="infer and write the matrix only; run nothing"
+    )
+    chk.set_defaults(func=cmd_check)
     gold = sub.add_parser("golden", help="record | verify | update HF goldens (golden/<case>/)")
     gold.add_argument("mode", choices=("record", "verify", "update"))
     _add_selection(gold)

@@ -6,7 +6,14 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 TaskName = Literal[
-    "embed", "classify", "score", "token_embed", "token_classify", "reward", "step_reward"
+    "embed",
+    "classify",
+    "score",
+    "token_embed",
+    "token_classify",
+    "reward",
+    "step_reward",
+    "embed&token_classify",
 ]
 TASKS: tuple[str, ...] = get_args(TaskName)
 
@@ -47,6 +54,11 @@ TASK_KINDS: dict[str, TaskKind] = {
     ),
     "step_reward": TaskKind(
         "step_reward", "[steps, num_labels]", False, ("max_abs",), (("max_abs",),)
+    ),
+    # BGE-M3's combined task (vLLM selects it by default): the dense vector, then the sparse
+    # weight of each token, in one flat array
+    "embed&token_classify": TaskKind(
+        "embed&token_classify", "[dim + tokens]", False, ("max_abs",), (("max_abs",),)
     ),
 }
 

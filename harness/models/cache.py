@@ -64,8 +64,27 @@ def _safetensors_tensor_digests(path: Path) -> list[tuple[str, str]]:
     return out
 
 
+def _pt_tensor_digests(path: Path) -> list[tuple[str, str]]:
+    """(name, sha256 of dtype+shape+bytes) per tensor of a torch.save'd state dict: the extra
+    head files some checkpoints ship beside their safetensors (BGE-M3's sparse_linear.pt and
+    colbert_linear.pt, which vLLM loads too). weights_only: plain tensors, no code runs."""
+    import torch
+
+    state = torch.load(str(path), map_location="cpu", weights_only=True)
+    if not isinstance(state, dict):
+        raise ModelUnavailable(f"{path}: not a state dict of tensors ({type(state).__name__})")
+    out = []
+    for name in sorted(state):
+        t = state[name].detach().contiguous().cpu()
+        h = hashlib.sha256(f"{t.dtype}{list(t.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        out.append((name, h.hexdigest()))
+    return out
+
+
 def fingerprint(model_dir: Path) -> str:
-    """sha256 over tensors, tokenizer files, the model config and sentence-transformers config."""
+    """sha256 over tensors (safetensors, and top-level .pt heads), tokenizer files, the model
+    config and sentence-transformers config."""
     model_dir = Path(model_dir)
     h = hashlib.sha256()
     weights = sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*/*.safetensors"))
@@ -73,6 +92,9 @@ def fingerprint(model_dir: Path) -> str:
         raise ModelUnavailable(f"{model_dir}: no *.safetensors weights (pickled .bin is not read)")
     for w in weights:
         for name, digest in _safetensors_tensor_digests(w):
+            h.update(f"{w.relative_to(model_dir)}:{name}:{digest}\n".encode())
+    for w in sorted(model_dir.glob("*.pt")):  # extra heads (BGE-M3), by their tensors
+        for name, digest in _pt_tensor_digests(w):
             h.update(f"{w.relative_to(model_dir)}:{name}:{digest}\n".encode())
     cfg_path = model_dir / "config.json"
     if cfg_path.exists():

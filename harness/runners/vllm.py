@@ -5,6 +5,7 @@ engine."""
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -255,7 +256,28 @@ class VllmRunner:
                 (_to_numpy(o.outputs.data), _meta(o))
                 for o in self.llm.encode(prompts, pooling_task=pooling_task, **kw)
             ]
+        if task == "embed&token_classify":
+            return self._combined(task, [_prompt(it) for it in items], kw)
         raise ValueError(f"the vllm runner does not implement task {task!r}")
+
+    def _combined(self, task: str, prompts: list, kw: dict) -> list[tuple[np.ndarray, dict]]:
+        """vLLM 0.32's LLM.encode refuses `embed&token_classify` without an IO-processor plugin
+        (UnsupportedCombinedTaskIOProcessor), though the engine computes it (BgeM3Pooler): send
+        the requests to the engine itself with the parameters such a plugin sets (vLLM's own
+        tests/plugins/bge_m3_sparse_plugin: use_activation defaults to True; PoolingParams.verify
+        leaves the combined task's defaults to the plugin)."""
+        from vllm import PoolingParams
+
+        if set(kw) - {"use_tqdm"}:
+            raise ValueError(f"task {task!r} takes no truncation or dimensions (got {sorted(kw)})")
+        engine = self.llm.llm_engine
+        ids = [f"combined-{next(_COMBINED_IDS)}" for _ in prompts]
+        for rid, prompt in zip(ids, prompts):
+            engine.add_request(rid, prompt, PoolingParams(task=task, use_activation=True))
+        done: dict[str, Any] = {}
+        while engine.has_unfinished_requests():
+            done.update({o.request_id: o for o in engine.step() if o.finished})
+        return [(_to_numpy(done[rid].outputs.data), _meta(done[rid])) for rid in ids]
 
     def unload(self) -> None:
         if self.llm is None:
@@ -269,6 +291,9 @@ class VllmRunner:
             pass
         self.llm = None
         gc.collect()  # the engine's objects, never frozen (see _heap_kept_frozen)
+
+
+_COMBINED_IDS = itertools.count()
 
 
 def _meta(output) -> dict[str, Any]:

@@ -53,6 +53,7 @@ API_OF_TASK = {
     "token_classify": "pooling",
     "reward": "pooling",
     "step_reward": "pooling",
+    "embed&token_classify": "pooling",
 }
 API_WORDS = {
     "embed": {"embed", "embedding", "embeddings"},

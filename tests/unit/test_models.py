@@ -71,6 +71,26 @@ def test_fingerprint_changes_with_any_tensor(tmp_path):
     assert fingerprint(d) != fp
 
 
+def test_fingerprint_covers_pt_head_files(tmp_path):
+    """BGE-M3 ships sparse_linear.pt / colbert_linear.pt beside its safetensors and vLLM loads
+    them: a changed head must change the fingerprint goldens are keyed on."""
+    import torch
+
+    d = tmp_path / "m"
+    d.mkdir()
+    save_file({"a": np.zeros(2, np.float32)}, str(d / "model.safetensors"))
+    fp = fingerprint(d)
+    head = {"weight": torch.ones(1, 4), "bias": torch.zeros(1)}
+    torch.save(head, d / "sparse_linear.pt")
+    with_head = fingerprint(d)
+    assert with_head != fp
+    torch.save(head, d / "sparse_linear.pt")  # written again: same tensors, same fingerprint
+    assert fingerprint(d) == with_head
+    head["weight"][0, 3] = 1.0000001
+    torch.save(head, d / "sparse_linear.pt")
+    assert fingerprint(d) != with_head
+
+
 def test_fingerprint_ignores_writer_version_but_not_config(tmp_path):
     d = tmp_path / "m"
     d.mkdir()

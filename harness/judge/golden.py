@@ -114,6 +114,8 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
             if case.dimensions
             else {}
         ),
+        # absent when unset, as dimensions
+        **({"truncation_side": case.truncation_side} if case.truncation_side else {}),
     }
 
 

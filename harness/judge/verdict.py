@@ -10,6 +10,11 @@
 - xfail: a recorded divergence (`divergence:`) still diverging *inside its envelope* (`bounds:`),
          or raising its recorded error.
 - xpass: a recorded divergence that now passes (strict: fails the gate until the mark goes).
+
+A case that expects a refusal (`expect: {refused: REGEX}`) has no reference outputs: the refusal
+rule is its reference. pass: every item refused with an error matching REGEX; fail: an item
+accepted (answered) or an empty case; error: an item refused with another error (a crash is not
+the refusal asked for) or no per-item record.
 """
 
 from __future__ import annotations
@@ -216,6 +221,7 @@ def outcome_verdict(
     measure: Callable[[], Measurement],
     ref32=None,
     calibrated: bool = False,
+    refusals: Callable[[], list[str | None] | None] | None = None,
 ) -> Verdict:
     """A case's verdict on one runner from the reference's and the runner's outcomes
     (harness.run.execute.RunOutcome). `measure` compares their outputs; it is called only when both
@@ -248,6 +254,8 @@ def outcome_verdict(
             f"default-runner audit: vLLM chose {str(actual).upper()} but this family expects "
             f"{expected.upper()} ({got.info.get('runner_choice', 'no reason recorded')})",
         )
+    if case.expect is not None:
+        return refusal_verdict(case.expect.refused, refusals() if refusals else None)
     if ref is None:
         return Verdict("error", "reference (hf) was not run")
     if ref.status != "ok":
@@ -282,3 +290,41 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
     if check is None:
         return f"invariance check {case.check} is unknown; valid: {', '.join(CHECKS)}"
     return check.proof(Evidence.of(case.check, info))
+
+
+def refusal_verdict(pattern: str, refused: list[str | None] | None) -> Verdict:
+    """The verdict of a case that expects every item refused with an error matching `pattern`,
+    from what the runner recorded per item: the error it raised, or None when it answered."""
+    import re
+
+    rule = f"the expected outcome is a refusal matching {pattern!r}; no HF reference applies"
+    if refused is None:
+        return Verdict("error", f"no per-item outcome was recorded ({rule})")
+    if not refused:
+        return Verdict("fail", f"no item was sent, so no refusal was seen ({rule})")
+    accepted = [i for i, e in enumerate(refused) if e is None]
+    other = [(i, e) for i, e in enumerate(refused) if e is not None and not re.search(pattern, e)]
+    notes = {"refusal": f"{len(refused) - len(accepted) - len(other)} of {len(refused)} refused"}
+    if accepted:
+        return Verdict(
+            "fail",
+            f"accepted a request it must refuse: item(s) {_items(accepted)} answered ({rule})",
+            notes=notes,
+        )
+    if other:
+        i, e = other[0]
+        return Verdict(
+            "error",
+            f"refused item(s) {_items([i for i, _ in other])} with another error than expected "
+            f"({rule}); item {i}: {e[:300]}",
+            notes=notes,
+        )
+    return Verdict(
+        "pass",
+        f"refused as expected, all {len(refused)} items ({rule}): {refused[0][:200]}",
+        notes=notes,
+    )
+
+
+def _items(idx: list[int]) -> str:
+    return ", ".join(map(str, idx[:8])) + (f" and {len(idx) - 8} more" if len(idx) > 8 else "")

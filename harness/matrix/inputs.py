@@ -108,6 +108,13 @@ def _long_query_document_pairs() -> tuple[Item, ...]:
     )
 
 
+def _long_document_query_pairs() -> tuple[Item, ...]:
+    # the pairs above with their texts swapped: a long first text (54-91 tokens) and a 4-word
+    # second one, so a left cut to a few dozen tokens keeps the end of the first text (token
+    # type 0), the boundary and the whole second text (type 1): every pair stays distinct
+    return tuple((d, q) for q, d in _long_query_document_pairs())
+
+
 def _adversarial_texts() -> tuple[Item, ...]:
     """Inputs where engines break: scripts and normalisation, whitespace, text that spells special
     tokens, duplicates and equal lengths in one batch, and one token beside a long input."""
@@ -193,6 +200,7 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "overlong-texts": (1, _overlong_texts),
     "query-document-pairs": (1, _query_document_pairs),
     "long-query-document-pairs": (1, _long_query_document_pairs),
+    "long-document-query-pairs": (1, _long_document_query_pairs),
     "math-steps": (1, _math_steps),
     "adversarial-texts": (1, _adversarial_texts),
     "adversarial-pairs": (1, _adversarial_pairs),

@@ -229,6 +229,25 @@ class ServeOptions(_Strict):
     request_timeout: float = Field(default=120.0, gt=0)
 
 
+class Expect(_Strict):
+    """The outcome a case expects instead of outputs. `refused`: every item must be refused by
+    each vLLM runner with an error matching this regular expression (Python `re.search`); the
+    reference of such a case is the refusal rule itself, so it has no HF runner and no golden."""
+
+    refused: str = Field(min_length=1)
+
+    @field_validator("refused")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        import re
+
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"refused {v!r} is not a regular expression: {e}") from None
+        return v
+
+
 class Case(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._@-]*$")
     family: str
@@ -257,8 +276,15 @@ class Case(_Strict):
     checks: list[Annotated[str, AfterValidator(_known_check)]] = Field(default_factory=list)
     # MTEB tasks to score this model on (`parity mteb`): our offline ones or cached real ones
     mteb_tasks: list[str] = Field(default_factory=list)
-    # truncate every input to this many tokens, in the reference and in the runners alike
-    truncate: int | None = Field(default=None, gt=1)
+    # truncate every input to this many tokens, in the reference and in the runners alike (vLLM's
+    # truncate_prompt_tokens); -1: to the model's maximum (vLLM: max_model_len; the reference:
+    # the tokenizer's model_max_length)
+    truncate: int | None = None
+    # which side `truncate` cuts, asked per request (vLLM's truncation_side): `left` keeps the
+    # last `truncate` tokens of the whole encoded prompt (a pair's included), special tokens too
+    truncation_side: Literal["left", "right"] | None = None
+    # the outcome expected instead of outputs, e.g. {refused: "maximum context length"}
+    expect: Expect | None = None
     # embed: keep this many leading dimensions (Matryoshka): the reference is sentence-transformers'
     # encode(truncate_dim) (no re-normalising unless `hf: {normalize_embeddings: true}`); vLLM is
     # asked for `dimensions`
@@ -312,6 +338,15 @@ class Case(_Strict):
             )
         return hits[0], ""
 
+    @field_validator("truncate")
+    @classmethod
+    def _truncate_value(cls, v: int | None) -> int | None:
+        if v is not None and v != -1 and v < 2:
+            raise ValueError(
+                f"truncate {v}: valid: a number of tokens >= 2, or -1 (the model's maximum)"
+            )
+        return v
+
     @field_validator("runners")
     @classmethod
     def _runners_unique(cls, v: list[str]) -> list[str]:
@@ -364,6 +399,16 @@ class Case(_Strict):
             raise ValueError("serve.top_n applies to serve.api 'rerank' only")
         if self.dimensions is not None and self.task != "embed":
             raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
+        if self.truncation_side is not None and self.truncate is None:
+            raise ValueError("truncation_side needs truncate (the number of tokens to keep)")
+        if self.expect is not None:
+            if REFERENCE_RUNNER in self.runners:
+                raise ValueError(
+                    f"expect.refused: the reference of a refusal case is the refusal rule, not "
+                    f"{REFERENCE_RUNNER}; list only vLLM runners, e.g. runners: [vllm-v1, vllm-v2]"
+                )
+            if self.checks or self.divergence is not None:
+                raise ValueError("expect.refused: a refusal case takes no checks and no divergence")
         for dtype, tol in self.tolerances.items():
             if tol.k is not None and dtype not in HALF_DTYPES:
                 raise ValueError(

@@ -291,6 +291,10 @@ class Executor:
             options.update(case.serve.model_dump())
         if case.truncate:
             options["truncate"] = case.truncate
+        if case.truncation_side:
+            options["truncation_side"] = case.truncation_side
+        if case.expect is not None and case.expect.refused:
+            options["expect_refusal"] = True
         if case.dimensions:
             options["dimensions"] = case.dimensions
         items = list(input_set(case.inputs).items)

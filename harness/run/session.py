@@ -130,7 +130,13 @@ def verdict_for(
         tolerance = case.tolerance(dtype)
         return measure_outcomes(case, tolerance, ref, got, ref32 if calibrated else None)  # type: ignore[arg-type]
 
-    return outcome_verdict(case, runner, ref, got, measure, ref32=ref32, calibrated=calibrated)
+    def refusals() -> list[str | None] | None:
+        meta = _request_meta(got)
+        return None if meta is None else [m.get("refused") for m in meta]
+
+    return outcome_verdict(
+        case, runner, ref, got, measure, ref32=ref32, calibrated=calibrated, refusals=refusals
+    )
 
 
 def metric_out(m: Metric) -> MetricOut:
@@ -243,8 +249,10 @@ def golden_references(plan: Plan, golden_dir: Path) -> dict[tuple[str, str], Run
     out: dict[tuple[str, str], RunOutcome] = {}
     for case in plan.cases:
         model = plan.models[case.id]
-        if isinstance(model, ModelProblem) or case.variant_of is not None:
-            continue  # nothing to compare, or a derived check case (held to its base case's golden)
+        if isinstance(model, ModelProblem) or case.variant_of is not None or case.expect:
+            # nothing to compare, a derived check case (held to its base case's golden), or a
+            # refusal case (its reference is the refusal rule: no golden)
+            continue
         dtype = plan.dtypes[case.id]
         try:
             g = golden.read_matching(
@@ -378,6 +386,7 @@ def golden_session(
     if mode not in ("record", "verify", "update"):
         raise ValueError(f"mode must be record, verify or update, got {mode!r}")
     started, t0 = utc_now(), time.perf_counter()
+    cases = [c for c in cases if c.expect is None]  # a refusal case has no reference to record
     plan = build_plan(
         cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER], fp32_reference=True
     )

@@ -33,3 +33,22 @@ def run_with_options(call: Callable[[list], list], items: list, options: dict[st
     for pos, i in enumerate(order):
         out[i] = got[pos]
     return out
+
+
+def run_expecting_refusal(call: Callable[[list], list], items: list) -> list:
+    """A case whose every item must be refused (`expect: {refused: ...}`): each item is sent by
+    itself, so one refusal never stands for another item. Answers are (output, meta) pairs; a
+    refused item is an empty output with `refused` = the error's own message (its type and text),
+    an accepted one keeps its output with `refused` None. Which error is the expected one is the
+    verdict's to say (harness.judge.verdict), not this function's."""
+    answered = []
+    for it in items:
+        try:
+            out, meta = call([it])[0]
+        except Exception as e:  # noqa: BLE001 - the refusal is this item's outcome
+            answered.append(
+                (np.zeros(0, dtype=np.float32), {"refused": f"{type(e).__name__}: {e}"})
+            )
+            continue
+        answered.append((out, {**meta, "refused": None}))
+    return answered

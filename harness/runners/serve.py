@@ -252,7 +252,7 @@ class ServeRunner:
             ) from None
 
     def _run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
-        from harness.runners.options import run_with_options
+        from harness.runners.options import run_expecting_refusal, run_with_options
 
         # (input index, item): messages name the item as the case numbers it, whatever the send
         # order
@@ -271,11 +271,14 @@ class ServeRunner:
         # a request pattern (shuffle, one_by_one) is a send order here; every item is its own
         # request
         before = asyncio.run(self._metrics(options))
-        answered = run_with_options(
-            call,
-            numbered,
-            {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")},
-        )
+        if options.get("expect_refusal"):  # each item alone; its HTTP error is its outcome
+            answered = run_expecting_refusal(call, numbered)
+        else:
+            answered = run_with_options(
+                call,
+                numbered,
+                {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")},
+            )
         after = asyncio.run(self._metrics(options))
         self.last_run = {"server_metrics": metrics_delta(before, after)}
         # a case that ran on a server restarted after an earlier one died says so (info.requests)
@@ -377,6 +380,8 @@ class ServeRunner:
         trunc = (
             {"truncate_prompt_tokens": int(options["truncate"])} if options.get("truncate") else {}
         )
+        if trunc and options.get("truncation_side"):
+            trunc["truncation_side"] = str(options["truncation_side"])
         dims = {"dimensions": int(options["dimensions"])} if options.get("dimensions") else {}
         base = {"model": self.model, **trunc}
         if task == "embed":

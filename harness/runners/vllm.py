@@ -203,20 +203,23 @@ class VllmRunner:
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
         """Options: shuffle_seed (permute the requests, restore the order after), one_by_one
         (one request per call), warm_prefix_cache (send everything twice, keep the second
-        answers), truncate (keep this many tokens, as tokenizer(truncation=True, max_length=N))."""
+        answers), truncate (vLLM's truncate_prompt_tokens: keep this many tokens, -1 for
+        max_model_len), truncation_side (left | right, per request), expect_refusal (each item
+        alone, its refusal recorded: harness.runners.options.run_expecting_refusal)."""
         assert self.llm is not None, "run before load"
-        from harness.runners.options import run_with_options
+        from harness.runners.options import run_expecting_refusal, run_with_options
 
-        tok = (
-            {"truncation": True, "max_length": int(options["truncate"])}
-            if options.get("truncate")
-            else None
-        )
+        tok = truncation_kwargs(options)
         dims = int(options["dimensions"]) if options.get("dimensions") else None
         self.trace.reset()
-        answered = run_with_options(
-            lambda batch: self._call(task, batch, tok, dims), list(items), options
-        )
+        if options.get("expect_refusal"):
+            answered = run_expecting_refusal(
+                lambda batch: self._call(task, batch, tok, dims), list(items)
+            )
+        else:
+            answered = run_with_options(
+                lambda batch: self._call(task, batch, tok, dims), list(items), options
+            )
         # per request, in input order: what the engine saw (for the checks' proof of effect)
         traced = self.trace.per_request([meta.get("request_id") for _, meta in answered])
         self.last_meta = [{**meta, **t} for (_, meta), t in zip(answered, traced)]
@@ -294,6 +297,17 @@ class VllmRunner:
 
 
 _COMBINED_IDS = itertools.count()
+
+
+def truncation_kwargs(options: dict[str, Any]) -> dict[str, Any] | None:
+    """vLLM's tokenization_kwargs for a case's truncation: `truncate_prompt_tokens` (N, or -1 for
+    max_model_len) and, when the case names one, the request's `truncation_side`."""
+    if not options.get("truncate"):
+        return None
+    tok: dict[str, Any] = {"truncate_prompt_tokens": int(options["truncate"])}
+    if options.get("truncation_side"):
+        tok["truncation_side"] = str(options["truncation_side"])
+    return tok
 
 
 def _meta(output) -> dict[str, Any]:

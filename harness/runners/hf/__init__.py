@@ -28,6 +28,7 @@ _RECIPES: dict[str, Recipe] = {}
 _VERSIONS: dict[str, int] = {}
 _BY_TASK: dict[str, str] = {}  # task -> its default recipe
 _BY_ARCH: dict[tuple[str, str], str] = {}  # (config architecture, task) -> its default recipe
+_SIDED: set[str] = set()  # recipes that implement a case's `truncation_side`
 LAZY = {
     "RECIPES": _RECIPES,
     "RECIPE_VERSIONS": _VERSIONS,
@@ -37,13 +38,17 @@ LAZY = {
 
 
 def recipe(
-    name: str, version: int = 1, default_for: Iterable[str | tuple[str, str]] = ()
+    name: str,
+    version: int = 1,
+    default_for: Iterable[str | tuple[str, str]] = (),
+    truncation_side: bool = False,
 ) -> Callable[[Recipe], Recipe]:
     """Register a reference recipe. Bump `version` whenever what it computes changes: goldens
     record it and are refused when it differs. `default_for` names what runs it when a case
     names no `reference`: a task ("embed": every model's default for the task) or an
     (architecture, task) pair (a model whose config.json names that architecture; it wins over
-    the task's default)."""
+    the task's default). `truncation_side`: the recipe implements the option of that name (a
+    case naming it on another recipe is refused, never silently ignored)."""
 
     def deco(fn: Recipe) -> Recipe:
         where = f"{fn.__module__}.{fn.__qualname__}"
@@ -67,6 +72,8 @@ def recipe(
             table[key] = name
         _RECIPES[name] = fn
         _VERSIONS[name] = version
+        if truncation_side:
+            _SIDED.add(name)
         return fn
 
     return deco
@@ -181,6 +188,17 @@ class HFRunner:
 
         return self.loaded("tokenizer", make)
 
+    def model_max_length(self) -> int:
+        """The tokenizer's `model_max_length`: where transformers truncates with
+        `truncation=True` and no `max_length` (what `truncate: -1` means for the reference)."""
+        n = self.tokenizer().model_max_length
+        if not isinstance(n, int) or n <= 0 or n >= 10**9:  # transformers' "unset" is 1e30
+            raise ValueError(
+                f"truncate -1: the tokenizer of {self.req.model_dir if self.req else '?'} "
+                f"declares no model_max_length ({n!r}); give truncate a number of tokens"
+            )
+        return n
+
     def architecture(self) -> str:
         """The checkpoint's architecture (config.json `architectures[0]`), read once per load."""
 
@@ -206,6 +224,13 @@ class HFRunner:
                 f"no HF reference recipe {name!r} for task {task!r}; known: {sorted(_RECIPES)}"
             )
         self.tokens = []
+        if options.get("truncation_side") and name not in _SIDED:
+            raise ValueError(
+                f"reference recipe {name!r} does not implement truncation_side; recipes that "
+                f"do: {sorted(_SIDED)}"
+            )
+        if options.get("truncate") == -1:  # as tokenizer(truncation=True) without max_length
+            options = {**options, "truncate": self.model_max_length()}
         outs = _RECIPES[name](self, items, options)
         recorded = len(self.tokens) == len(outs)
         self.last_meta = [

@@ -1,0 +1,67 @@
+"""Truncation options as the runners send them and as the reference computes them."""
+
+from pathlib import Path
+
+import pytest
+
+from harness.runners.vllm import truncation_kwargs
+
+
+def test_vllm_truncation_kwargs():
+    assert truncation_kwargs({}) is None
+    assert truncation_kwargs({"truncate": 32}) == {"truncate_prompt_tokens": 32}
+    assert truncation_kwargs({"truncate": -1}) == {"truncate_prompt_tokens": -1}
+    assert truncation_kwargs({"truncate": 32, "truncation_side": "left"}) == {
+        "truncate_prompt_tokens": 32,
+        "truncation_side": "left",
+    }
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from harness.models.synthetic.bert import wordpiece_tokenizer
+
+    out: Path = tmp_path_factory.mktemp("tok")
+    wordpiece_tokenizer(out, {"max_position_embeddings": 128})
+    return AutoTokenizer.from_pretrained(str(out), local_files_only=True)
+
+
+def _by_parts(tok, query: str, document: str, keep: int, side: str) -> dict:
+    """A second implementation of sided_pair_encoding: the pair assembled from its texts'
+    own ids ([CLS] q [SEP] d [SEP], types 0 then 1), then cut."""
+    q = tok.encode(query, add_special_tokens=False)
+    d = tok.encode(document, add_special_tokens=False)
+    ids = [tok.cls_token_id, *q, tok.sep_token_id, *d, tok.sep_token_id]
+    types = [0] * (len(q) + 2) + [1] * (len(d) + 1)
+    cut = slice(-keep, None) if side == "left" else slice(0, keep)
+    return {
+        "input_ids": ids[cut],
+        "token_type_ids": types[cut],
+        "attention_mask": [1] * len(ids[cut]),
+    }
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("keep", [5, 12, 40])
+def test_sided_pair_encoding_matches_a_pair_assembled_by_parts(tokenizer, side, keep):
+    from harness.matrix.inputs import input_set
+    from harness.runners.hf.sentence_transformers import sided_pair_encoding
+
+    for q, d in input_set("long-document-query-pairs").items[:4]:
+        got = sided_pair_encoding(tokenizer, q, d, keep, side)
+        assert got == _by_parts(tokenizer, q, d, keep, side)
+        assert len(got["input_ids"]) == keep
+
+
+def test_a_left_cut_of_the_long_first_text_keeps_both_token_types(tokenizer):
+    """What the left-truncated case relies on: the boundary survives the cut, so token types
+    placed on the wrong side change the model's input."""
+    from harness.matrix.inputs import input_set
+    from harness.runners.hf.sentence_transformers import sided_pair_encoding
+
+    for q, d in input_set("long-document-query-pairs").items:
+        types = sided_pair_encoding(tokenizer, q, d, 32, "left")["token_type_ids"]
+        assert 0 in types and 1 in types

@@ -114,6 +114,8 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
             if case.dimensions
             else {}
         ),
+        # absent for text: the reference runs token ids or inputs_embeds per item otherwise
+        **({"prompt_form": case.prompt_form} if case.prompt_form != "text" else {}),
     }
 
 

@@ -349,7 +349,21 @@ def compare(
     ref_ids: list | None = None,
     got_ids: list | None = None,
     got_meta: list[dict] | None = None,
+    forms: list[str] | None = None,
+    ref_meta: list[dict] | None = None,
 ) -> Verdict:
     """measure, then judge: the same checks as every other path, given the same evidence."""
-    m = measure(tolerance, metric_names, ref, got, items, ref_ids, got_ids, got_meta, ref32=ref32)
+    m = measure(
+        tolerance,
+        metric_names,
+        ref,
+        got,
+        items,
+        ref_ids,
+        got_ids,
+        got_meta,
+        ref32=ref32,
+        forms=forms,
+        ref_meta=ref_meta,
+    )
     return judge(case, runner, m)

@@ -162,9 +162,12 @@ def form_problem(
             f"prompt forms not proven: the runner recorded {have} of what the engine was handed "
             f"for {len(forms)} items"
         ), ""
-    same_as_ref = 0
+    same_as_ref, by_request = 0, 0
     for i, (want, m) in enumerate(zip(forms, got_meta)):
         handed = m.get("engine_input")
+        if handed is None and m.get("request_input") is not None:
+            # a server: its engine is out of reach; the request body is what a user sends
+            handed, by_request = m["request_input"], by_request + 1
         if handed is None:
             return (
                 f"prompt form not proven at item {i}: no record of what the engine was handed "
@@ -198,7 +201,12 @@ def form_problem(
         if n_embeds
         else ""
     )
-    return None, f"the engine was handed each item in its form ({counts}){tail}"
+    where = (
+        f" (for {by_request} items read from the HTTP request, not from the engine)"
+        if by_request
+        else ""
+    )
+    return None, f"the engine was handed each item in its form ({counts}){tail}{where}"
 
 
 def calibrated_metrics(

@@ -12,9 +12,8 @@ from typing import Literal
 PromptForm = Literal["text", "token_ids", "embeds", "mixed"]
 ITEM_FORMS = ("text", "token_ids", "embeds")  # what one item is sent as; `mixed` cycles them
 FORM_TASKS = ("embed", "classify")  # one text per item, pooled to one vector
-SERVER_FORMS: dict[str, tuple[str, ...]] = {
-    "text": FORM_TASKS
-}  # form -> tasks the server runners send it for
+# form -> the tasks the server runners send it for (token ids: `input: [[ids]]`, /v1/embeddings)
+SERVER_FORMS: dict[str, tuple[str, ...]] = {"text": FORM_TASKS, "token_ids": ("embed",)}
 
 
 def item_forms(prompt_form: str, n: int) -> list[str]:

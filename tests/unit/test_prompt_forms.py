@@ -319,3 +319,73 @@ def test_hf_reference_on_inputs_embeds_equals_hf_on_the_text():
     with torch.inference_mode():
         bad = torch.softmax(model(inputs_embeds=shifted).logits[0], -1).numpy()
     assert float(np.abs(bad - text[3]).max()) > 1e-3
+
+
+# --- the server: token ids as `input: [[ids]]` on /v1/embeddings ----------------------------
+
+
+def _served_token_ids(send_text: bool = False):
+    import json
+
+    httpx = pytest.importorskip("httpx")
+    from harness.runners.serve import ServeRunner
+
+    bodies = []
+
+    def handler(request):
+        body = json.loads(request.content)
+        bodies.append((request.url.path, body))
+        got = body.get("input", body.get("prompt"))
+        n = len(got[0]) if isinstance(got, list) else len(got.split())
+        return httpx.Response(
+            200,
+            json={"tokens": list(range(n))}
+            if request.url.path == "/tokenize"
+            else {"data": [{"embedding": [float(n), 1.0]}], "usage": {"prompt_tokens": n}},
+        )
+
+    class _Alive:
+        pid = 0
+
+        def poll(self):
+            return None
+
+    runner = ServeRunner("v1")
+    runner.url, runner.model, runner.proc = "http://server.test", "m", _Alive()
+    runner.transport = httpx.MockTransport(handler)
+    runner._tokenizers = {"m": FakeTokenizer()}
+    forms = ["token_ids"] * len(TEXTS)
+    opts = {} if send_text else {"prompt_forms": forms}
+    got = runner.run("embed", TEXTS, opts)
+    return runner, got, bodies, forms
+
+
+def test_the_server_gets_token_ids_as_a_list_of_one_id_list():
+    runner, got, bodies, forms = _served_token_ids()
+    sent = [b["input"] for path, b in bodies if path == "/v1/embeddings"]
+    assert sorted(map(str, sent)) == sorted(str([FakeTokenizer()(t)["input_ids"]]) for t in TEXTS)
+    assert not [p for p, _ in bodies if p == "/tokenize"]  # the ids are the HF tokenizer's
+    ref_ids = [FakeTokenizer()(t)["input_ids"] for t in TEXTS]
+    v = compare(
+        make_case(),
+        "vllm-serve-v1",
+        TOL,
+        ("cosine_distance", "max_abs"),
+        got,
+        got,
+        tuple(TEXTS),
+        ref_ids=ref_ids,
+        got_ids=[m["prompt_token_ids"] for m in runner.last_meta],
+        got_meta=runner.last_meta,
+        forms=forms,
+    )
+    assert v.status == "pass", v.reason
+    assert "read from the HTTP request, not from the engine" in v.notes["prompt_form"]
+    assert "equal to the reference's token count for 4 of 4" in v.notes["usage"]
+
+
+def test_a_server_runner_that_sends_text_fails_the_prompt_form_check():
+    """Seeded mutation: the runner ignores the forms and sends each text."""
+    runner, got, _, forms = _served_token_ids(send_text=True)
+    problem, _ = form_problem(forms, runner.last_meta, None)
+    assert "prompt form not proven at item 0" in problem

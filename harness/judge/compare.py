@@ -162,7 +162,7 @@ def form_problem(
             f"prompt forms not proven: the runner recorded {have} of what the engine was handed "
             f"for {len(forms)} items"
         ), ""
-    same_as_ref, by_request = 0, 0
+    same_as_ref, by_request, ref_has = 0, 0, 0
     for i, (want, m) in enumerate(zip(forms, got_meta)):
         handed = m.get("engine_input")
         if handed is None and m.get("request_input") is not None:
@@ -188,6 +188,7 @@ def form_problem(
             return f"item {i}: {rows} embedding rows for {len(ids)} token ids", ""
         theirs = (ref_meta[i] if ref_meta and i < len(ref_meta) else {}).get("embeds_sha256")
         if theirs is not None:
+            ref_has += 1
             if theirs != sha:
                 return (
                     f"item {i}: the runner's prompt embeddings ({sha[:12]}) are not the "
@@ -196,11 +197,11 @@ def form_problem(
             same_as_ref += 1
     counts = ", ".join(f"{f} {forms.count(f)}" for f in dict.fromkeys(forms))
     n_embeds = forms.count("embeds")
-    tail = (
-        f"; embeddings identical to the reference's for {same_as_ref} of {n_embeds}"
-        if n_embeds
-        else ""
-    )
+    tail = ""
+    if n_embeds and ref_has:
+        tail = f"; embeddings identical to the reference's for {same_as_ref} of {n_embeds}"
+    elif n_embeds:  # a golden keeps ids, not digests: E is the runner's, made from those ids
+        tail = "; the reference recorded no embeddings digest (its token ids were compared)"
     where = (
         f" (for {by_request} items read from the HTTP request, not from the engine)"
         if by_request

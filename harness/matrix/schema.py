@@ -419,6 +419,11 @@ def _check_prompt_form(case: "Case") -> None:
             f"prompt_form 'mixed' alternates text, token_ids and embeds: it needs >= 3 "
             f"items, {case.inputs!r} has {len(items)}"
         )
+    if case.mteb_tasks:
+        raise ValueError(
+            f"prompt_form {form!r} with mteb_tasks: MTEB sends its own texts as text; "
+            f"give the prompt forms a case of their own"
+        )
     if case.truncate is not None:
         raise ValueError(
             f"prompt_form {form!r} with truncate: token-id and embedding prompts are sent whole "

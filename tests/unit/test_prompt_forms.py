@@ -70,6 +70,7 @@ cases:
             "prompt embeddings go to vLLM's offline LLM API only",
         ),
         ("    prompt_form: ids\n", "prompt_form"),
+        ("    prompt_form: token_ids\n    mteb_tasks: [ParitySTS]\n", "with mteb_tasks"),
     ],
 )
 def test_a_prompt_form_where_it_cannot_go_is_a_matrix_error_at_the_case(write_matrix, extra, says):
@@ -246,6 +247,12 @@ def test_embeddings_other_than_the_references_fail():
 def test_no_evidence_of_what_the_engine_was_handed_fails():
     problem, _ = form_problem(["embeds"], [{"prompt_token_ids": [1]}], None)
     assert "prompt form not proven at item 0" in problem
+    problem, _ = form_problem(["text", "embeds"], None, None)
+    assert "prompt forms not proven: the runner recorded none" in problem
+    # against a golden (ids, no digest): E is held to the runner's own digest and the ids
+    meta = [{"engine_input": "embeds", "embeds_sha256": "a", "engine_embeds_sha256": "a"}]
+    problem, note = form_problem(["embeds"], meta, [{"prompt_token_ids": [1]}])
+    assert problem is None and "the reference recorded no embeddings digest" in note
     problem, _ = form_problem(["text", "embeds"], None, None)
     assert "prompt forms not proven: the runner recorded none" in problem
     assert form_problem(None, None, None) == (None, "")  # a text case checks nothing here

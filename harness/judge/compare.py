@@ -207,7 +207,8 @@ def form_problem(
         if by_request
         else ""
     )
-    return None, f"the engine was handed each item in its form ({counts}){tail}{where}"
+    who = "vLLM was sent" if by_request else "the engine was handed"
+    return None, f"{who} each item in its form ({counts}){tail}{where}"
 
 
 def calibrated_metrics(

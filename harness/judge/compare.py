@@ -145,6 +145,72 @@ def token_problem(
     return None, f"token ids equal for {compared} of {len(items)} items"
 
 
+def form_problem(
+    forms: list[str] | None, got_meta: list[dict] | None, ref_meta: list[dict] | None
+) -> tuple[str | None, str]:
+    """(problem, note): each item reached the model in its prompt form (`forms`, from the case),
+    read from what the engine was handed (harness.runners.engine_trace: text, bare token ids, or
+    embeddings with their digest), never from what the runner meant to send. Embeddings must be
+    the ones the runner made (its own digest), one row per token id compared with the reference's,
+    and the reference's own inputs_embeds where it recorded them. A runner that sent text, or
+    left no evidence, fails: a form that is not proven proves nothing."""
+    if not forms:
+        return None, ""
+    if got_meta is None or len(got_meta) != len(forms):
+        have = "none" if got_meta is None else f"{len(got_meta)} items"
+        return (
+            f"prompt forms not proven: the runner recorded {have} of what the engine was handed "
+            f"for {len(forms)} items"
+        ), ""
+    same_as_ref, by_request, ref_has = 0, 0, 0
+    for i, (want, m) in enumerate(zip(forms, got_meta)):
+        handed = m.get("engine_input")
+        if handed is None and m.get("request_input") is not None:
+            # a server: its engine is out of reach; the request body is what a user sends
+            handed, by_request = m["request_input"], by_request + 1
+        if handed is None:
+            return (
+                f"prompt form not proven at item {i}: no record of what the engine was handed "
+                f"(the case sends it as {want})"
+            ), ""
+        if handed != want:
+            return f"item {i} was to reach the model as {want}; the engine was handed {handed}", ""
+        if want != "embeds":
+            continue
+        sha, made = m.get("engine_embeds_sha256"), m.get("embeds_sha256")
+        if sha is None or sha != made:
+            return (
+                f"item {i}: the engine received other prompt embeddings ({str(sha)[:12]}) than "
+                f"the runner made ({str(made)[:12]})"
+            ), ""
+        rows, ids = (m.get("engine_embeds_shape") or [None])[0], m.get("prompt_token_ids")
+        if rows is not None and ids is not None and rows != len(ids):
+            return f"item {i}: {rows} embedding rows for {len(ids)} token ids", ""
+        theirs = (ref_meta[i] if ref_meta and i < len(ref_meta) else {}).get("embeds_sha256")
+        if theirs is not None:
+            ref_has += 1
+            if theirs != sha:
+                return (
+                    f"item {i}: the runner's prompt embeddings ({sha[:12]}) are not the "
+                    f"reference's inputs_embeds ({theirs[:12]})"
+                ), ""
+            same_as_ref += 1
+    counts = ", ".join(f"{f} {forms.count(f)}" for f in dict.fromkeys(forms))
+    n_embeds = forms.count("embeds")
+    tail = ""
+    if n_embeds and ref_has:
+        tail = f"; embeddings identical to the reference's for {same_as_ref} of {n_embeds}"
+    elif n_embeds:  # a golden keeps ids, not digests: E is the runner's, made from those ids
+        tail = "; the reference recorded no embeddings digest (its token ids were compared)"
+    where = (
+        f" (for {by_request} items read from the HTTP request, not from the engine)"
+        if by_request
+        else ""
+    )
+    who = "vLLM was sent" if by_request else "the engine was handed"
+    return None, f"{who} each item in its form ({counts}){tail}{where}"
+
+
 def calibrated_metrics(
     tolerance: Tolerance,
     names: list[str],
@@ -182,6 +248,8 @@ def recorded_checks(
     ref_ids: list | None,
     got_ids: list | None,
     got_meta: list[dict] | None,
+    forms: list[str] | None = None,
+    ref_meta: list[dict] | None = None,
 ) -> Measurement | dict[str, str]:
     """The checks of what each side recorded per item besides its outputs: prompt token ids
     (token_problem), a server's usage.prompt_tokens and /rerank answers (harness.judge.answers).
@@ -199,6 +267,11 @@ def recorded_checks(
     if problem is not None:
         return Measurement(problem=problem, notes={"token_ids": problem})
     notes = {"token_ids": note}
+    problem, note = form_problem(forms, got_meta, ref_meta)
+    if problem is not None:
+        return Measurement(problem=problem, notes={**notes, "prompt_form": problem})
+    if note:
+        notes["prompt_form"] = note
     for name, check in (
         ("usage", lambda: usage_problem(ref_ids, got_meta, items)),
         ("rerank", lambda: rerank_problem(tolerance, ref, items, got_meta)),
@@ -220,6 +293,8 @@ def measure(
     got_ids: list | None = None,
     got_meta: list[dict] | None = None,
     ref32: list[np.ndarray] | None = None,
+    forms: list[str] | None = None,
+    ref_meta: list[dict] | None = None,
 ) -> Measurement:
     """The one comparison every path makes (live, golden, pytest: harness.run.session
     .measure_outcomes), given whatever evidence it has. An unusable reference first (an error),
@@ -243,7 +318,7 @@ def measure(
         problem = problem and f"against the float32 reference: {problem}"
     if problem is not None:
         return Measurement(problem=problem)
-    found = recorded_checks(tolerance, ref, items, ref_ids, got_ids, got_meta)
+    found = recorded_checks(tolerance, ref, items, ref_ids, got_ids, got_meta, forms, ref_meta)
     if isinstance(found, Measurement):
         return found
     notes = found
@@ -284,7 +359,21 @@ def compare(
     ref_ids: list | None = None,
     got_ids: list | None = None,
     got_meta: list[dict] | None = None,
+    forms: list[str] | None = None,
+    ref_meta: list[dict] | None = None,
 ) -> Verdict:
     """measure, then judge: the same checks as every other path, given the same evidence."""
-    m = measure(tolerance, metric_names, ref, got, items, ref_ids, got_ids, got_meta, ref32=ref32)
+    m = measure(
+        tolerance,
+        metric_names,
+        ref,
+        got,
+        items,
+        ref_ids,
+        got_ids,
+        got_meta,
+        ref32=ref32,
+        forms=forms,
+        ref_meta=ref_meta,
+    )
     return judge(case, runner, m)

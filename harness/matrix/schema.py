@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from harness.matrix.prompt_forms import PromptForm
 from harness.matrix.runner_names import REFERENCE_RUNNER, RunnerName
 from harness.matrix.tasks import TaskName
 
@@ -289,6 +290,9 @@ class Case(_Strict):
     # encode(truncate_dim) (no re-normalising unless `hf: {normalize_embeddings: true}`); vLLM is
     # asked for `dimensions`
     dimensions: int | None = Field(default=None, gt=0)
+    # how each text is sent (harness.matrix.prompt_forms): text, the tokenizer's token ids,
+    # prompt embeddings (the model's input embeddings of those ids), or mixed in one batch
+    prompt_form: PromptForm = "text"
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.matrix.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
@@ -409,6 +413,7 @@ class Case(_Strict):
                 )
             if self.checks or self.divergence is not None:
                 raise ValueError("expect.refused: a refusal case takes no checks and no divergence")
+        _check_prompt_form(self)
         for dtype, tol in self.tolerances.items():
             if tol.k is not None and dtype not in HALF_DTYPES:
                 raise ValueError(
@@ -430,6 +435,63 @@ class Case(_Strict):
     @property
     def compared_runners(self) -> list[str]:
         return [r for r in self.runners if r != REFERENCE_RUNNER]
+
+
+def _check_prompt_form(case: "Case") -> None:
+    """A prompt form other than text only where the task, the inputs and the runners can take it
+    (raised as a ValueError: the loader reports it at the case's file:line)."""
+    from harness.matrix.inputs import input_set
+    from harness.matrix.prompt_forms import FORM_TASKS, SERVER_FORMS, item_forms, sends_embeds
+    from harness.matrix.runner_names import runner_info
+
+    form = case.prompt_form
+    if form == "text":
+        return
+    if case.task not in FORM_TASKS:
+        raise ValueError(
+            f"prompt_form {form!r} applies to tasks {', '.join(FORM_TASKS)} (one text per item), "
+            f"not {case.task!r}"
+        )
+    items = input_set(case.inputs).items
+    odd = next((i for i, it in enumerate(items) if not isinstance(it, str)), None)
+    if odd is not None:
+        raise ValueError(
+            f"prompt_form {form!r} sends texts as token ids or embeddings, but input "
+            f"{case.inputs!r} item {odd} is not a text ({str(items[odd])[:60]!r})"
+        )
+    if form == "mixed" and len(items) < 3:
+        raise ValueError(
+            f"prompt_form 'mixed' alternates text, token_ids and embeds: it needs >= 3 "
+            f"items, {case.inputs!r} has {len(items)}"
+        )
+    if case.mteb_tasks:
+        raise ValueError(
+            f"prompt_form {form!r} with mteb_tasks: MTEB sends its own texts as text; "
+            f"give the prompt forms a case of their own"
+        )
+    if case.truncate is not None:
+        raise ValueError(
+            f"prompt_form {form!r} with truncate: token-id and embedding prompts are sent whole "
+            f"(vLLM does not truncate them as it truncates text); drop one of them"
+        )
+    servers = [r for r in case.runners if runner_info(r).is_server]
+    for f in sorted(set(item_forms(form, 3))):
+        if servers and case.task not in SERVER_FORMS.get(f, ()):
+            why = (
+                "prompt embeddings go to vLLM's offline LLM API only (its server takes them "
+                "only as torch.save payloads, which the harness does not send)"
+                if f == "embeds"
+                else f"the server runners send {f} for tasks {', '.join(SERVER_FORMS[f])} only"
+            )
+            raise ValueError(
+                f"prompt_form {form!r} on {', '.join(servers)}: {why}; use offline runners "
+                f"(hf, vllm-v1, vllm-v2, vllm-auto)"
+            )
+    if sends_embeds(form) and case.engine.get("enable_prompt_embeds") is not True:
+        raise ValueError(
+            f"prompt_form {form!r} sends prompt embeddings: vLLM refuses them unless the engine "
+            f"has them on; add `engine: {{enable_prompt_embeds: true}}`"
+        )
 
 
 class Matrix(BaseModel):

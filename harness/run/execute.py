@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.matrix.inputs import input_set
+from harness.matrix.prompt_forms import item_forms
 from harness.matrix.runner_names import runner_info
 from harness.matrix.schema import Case
 from harness.run.plan import Load, ModelProblem, Plan
@@ -298,6 +299,8 @@ class Executor:
         if case.dimensions:
             options["dimensions"] = case.dimensions
         items = list(input_set(case.inputs).items)
+        if case.prompt_form != "text":  # what each item is sent as, the reference's too
+            options["prompt_forms"] = item_forms(case.prompt_form, len(items))
         return {
             "op": "run",
             "task": case.task,

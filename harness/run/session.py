@@ -13,6 +13,7 @@ from harness.judge import compare, golden
 from harness.judge.verdict import Measurement, Metric, Verdict, judge, outcome_verdict
 from harness.matrix.checks import expand_checks
 from harness.matrix.inputs import input_set
+from harness.matrix.prompt_forms import item_forms
 from harness.matrix.runner_names import REFERENCE_RUNNER, runner_info
 from harness.matrix.schema import Case, Matrix
 from harness.matrix.tasks import task_kind
@@ -111,6 +112,12 @@ def measure_outcomes(
         _token_ids(got),
         _request_meta(got),
         ref32=load_items(Path(ref32.output))[0] if ref32 is not None else None,  # type: ignore
+        forms=(
+            item_forms(case.prompt_form, len(input_set(case.inputs).items))
+            if case.prompt_form != "text"
+            else None
+        ),
+        ref_meta=_request_meta(ref),
     )
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from harness.engine.target import vllm_provenance
 from harness.runners import LoadRequest, pool
+from harness.runners.prompt_forms import form_of, paired, token_ids
 from harness.runners.serve_decode import ServerFailure, decode_base64, match_rerank, same_length
 
 HOST = "127.0.0.1"
@@ -92,6 +93,7 @@ class ServeRunner:
         self.tree: list = []
         self.restarts = 0
         self._lost: str | None = None  # why the connection to the server was lost during this case
+        self._tokenizers: dict[str, Any] = {}  # model dir -> HF tokenizer (token-id prompts)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -257,8 +259,9 @@ class ServeRunner:
         # (input index, item): messages name the item as the case numbers it, whatever the send
         # order
         numbered = [
-            (i, tuple(it) if isinstance(it, list) else it) for i, it in enumerate(items)
-        ]  # pairs arrive as lists
+            (i, tuple(it) if isinstance(it, list) else it)
+            for i, it in enumerate(paired(list(items), options.get("prompt_forms")))
+        ]  # pairs arrive as lists; a text with a prompt form as {"prompt_form", "text"}
         if task == "score" and options.get("api") == "rerank":
 
             def call(batch: list) -> list:
@@ -377,6 +380,14 @@ class ServeRunner:
         return r.json()
 
     async def _one(self, client, task: str, i: int, item, options: dict) -> tuple[np.ndarray, dict]:
+        form, item = form_of(item)
+        sent: dict[str, Any] = {}
+        if form == "token_ids":  # the HF tokenizer's ids, sent as `input: [[ids]]`
+            ids_sent = token_ids(self._tokenizer(), item)
+            sent = {"request_input": "token_ids", "prompt_token_ids": ids_sent}
+            item = [ids_sent]
+        elif form != "text":
+            raise ValueError(f"the vllm-serve runner sends text and token ids, not {form!r}")
         trunc = (
             {"truncate_prompt_tokens": int(options["truncate"])} if options.get("truncate") else {}
         )
@@ -419,7 +430,23 @@ class ServeRunner:
             "prompt_token_ids": ids,
             "num_cached_tokens": None,
             "usage_prompt_tokens": usage,
+            **sent,  # token ids: those sent (usage.prompt_tokens says how many the server ran)
         }
+
+    def _tokenizer(self):
+        """The checkpoint's HF tokenizer (the reference's): the ids of token-id prompts."""
+        if self.model not in self._tokenizers:  # one worker serves many models in turn
+            from transformers import AutoTokenizer
+
+            req = self.started_with[0] if self.started_with else None
+            self._tokenizers = {
+                self.model: AutoTokenizer.from_pretrained(
+                    self.model,
+                    local_files_only=True,
+                    trust_remote_code=bool(req and req.trust_remote_code),
+                )
+            }
+        return self._tokenizers[self.model]
 
     def _connection_lost(self, what: str, e: Exception) -> str:
         """Why a request lost its connection: the server exited (with how), or the connection

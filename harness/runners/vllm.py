@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from harness.runners import LoadRequest, freeze_what_is_alive
+from harness.runners.prompt_forms import digest, form_of, input_embeddings, paired, token_ids
 
 
 def _runner_of_worker(worker) -> list[str]:
@@ -142,6 +143,9 @@ class VllmRunner:
         self.llm = None
         self.trace = None
         self.last_meta: list[dict] = []
+        self.req: LoadRequest | None = None
+        self.trust = False
+        self._hf: dict[str, Any] = {}  # HF tokenizer and model, for token-id and embeds prompts
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
         import torch
@@ -153,6 +157,7 @@ class VllmRunner:
         from harness.runners.memory import kv_budget_of
         from harness.runners.platform import Platform
 
+        self.req, self.trust = req, req.trust_remote_code
         budget = kv_budget_of(req.model_dir, req.dtype, req.engine)
         kwargs: dict[str, Any] = {
             **Platform(req.device).engine_defaults(budget.bytes),
@@ -218,7 +223,9 @@ class VllmRunner:
             )
         else:
             answered = run_with_options(
-                lambda batch: self._call(task, batch, tok, dims), list(items), options
+                lambda batch: self._call(task, batch, tok, dims),
+                paired(list(items), options.get("prompt_forms")),
+                options,
             )
         # per request, in input order: what the engine saw (for the checks' proof of effect)
         traced = self.trace.per_request([meta.get("request_id") for _, meta in answered])
@@ -236,15 +243,16 @@ class VllmRunner:
 
             kw["pooling_params"] = PoolingParams(dimensions=dims)
         if task == "embed":
-            prompts = [_prompt(it) for it in items]
+            prompts, sent = self._prompts(items)
             return [
-                (np.asarray(o.outputs.embedding, dtype=np.float32), _meta(o))
-                for o in self.llm.embed(prompts, **kw)
+                (np.asarray(o.outputs.embedding, dtype=np.float32), _meta(o, s))
+                for o, s in zip(self.llm.embed(prompts, **kw), sent)
             ]
         if task == "classify":
+            prompts, sent = self._prompts(items)
             return [
-                (np.asarray(o.outputs.probs, dtype=np.float32), _meta(o))
-                for o in self.llm.classify(items, **kw)
+                (np.asarray(o.outputs.probs, dtype=np.float32), _meta(o, s))
+                for o, s in zip(self.llm.classify(prompts, **kw), sent)
             ]
         if task == "score":
             outs = self.llm.score(
@@ -282,7 +290,57 @@ class VllmRunner:
             done.update({o.request_id: o for o in engine.step() if o.finished})
         return [(_to_numpy(done[rid].outputs.data), _meta(done[rid])) for rid in ids]
 
+    def _prompts(self, items: list) -> tuple[list, list[dict]]:
+        """vLLM prompts for the items, and per item what the runner sent: a text as is (an
+        image as its multimodal prompt), token ids as TokensPrompt, prompt embeddings as
+        EmbedsPrompt (E from harness.runners.prompt_forms, with the ids it was made from)."""
+        prompts, sent = [], []
+        for it in items:
+            form, text = form_of(it)
+            if form == "text":
+                prompts.append(_prompt(text))
+                sent.append({"sent_as": "text"} if text is not it else {})
+                continue
+            ids = token_ids(self._tokenizer(), text)
+            if form == "token_ids":
+                prompts.append({"prompt_token_ids": ids})  # vllm.inputs.TokensPrompt
+                sent.append({"sent_as": "token_ids"})
+            elif form == "embeds":
+                embeds = input_embeddings(self._input_embedder(), ids)
+                prompts.append({"prompt_embeds": embeds})  # vllm.inputs.EmbedsPrompt
+                sent.append({"sent_as": "embeds", "ids": ids, "embeds_sha256": digest(embeds)})
+            else:
+                raise ValueError(f"unknown prompt form {form!r} for item {str(text)[:60]!r}")
+        return prompts, sent
+
+    def _tokenizer(self):
+        """The checkpoint's HF tokenizer (the reference's), loaded once per model."""
+        if self._hf.get("tokenizer") is None:
+            from transformers import AutoTokenizer
+
+            self._hf["tokenizer"] = AutoTokenizer.from_pretrained(
+                self.req.model_dir, local_files_only=True, trust_remote_code=self.trust
+            )
+        return self._hf["tokenizer"]
+
+    def _input_embedder(self):
+        """The checkpoint as the HF model whose `get_input_embeddings()` makes prompt
+        embeddings, in the case's dtype, loaded once per model and freed with it."""
+        if self._hf.get("model") is None:
+            from transformers import AutoModel
+
+            from harness.runners.hf import torch_dtype
+
+            self._hf["model"] = AutoModel.from_pretrained(
+                self.req.model_dir,
+                dtype=torch_dtype(self.req.dtype),
+                local_files_only=True,
+                trust_remote_code=self.trust,
+            ).eval()
+        return self._hf["model"]
+
     def unload(self) -> None:
+        self._hf.clear()
         if self.llm is None:
             return
         try:
@@ -310,16 +368,24 @@ def truncation_kwargs(options: dict[str, Any]) -> dict[str, Any] | None:
     return tok
 
 
-def _meta(output) -> dict[str, Any]:
-    """What vLLM reports of one request: its id, the prompt token ids it ran, prefix-cache hits."""
+def _meta(output, sent: dict | None = None) -> dict[str, Any]:
+    """What vLLM reports of one request: its id, the prompt token ids it ran, prefix-cache hits;
+    with `sent`, what the runner sent it as. For prompt embeddings vLLM runs no ids (it reports
+    placeholder zeros, kept as `engine_prompt_token_ids`): the ids compared with the reference's
+    are those E was made from."""
     ids = getattr(output, "prompt_token_ids", None)
     cached = getattr(output, "num_cached_tokens", None)
     rid = getattr(output, "request_id", None)
-    return {
+    meta = {
         "request_id": str(rid) if rid is not None else None,
         "prompt_token_ids": [int(t) for t in ids] if ids is not None else None,
         "num_cached_tokens": int(cached) if cached is not None else None,
     }
+    sent = dict(sent or {})
+    if "ids" in sent:
+        meta["engine_prompt_token_ids"] = meta["prompt_token_ids"]
+        meta["prompt_token_ids"] = sent.pop("ids")
+    return {**meta, **sent}
 
 
 def _vllm_version() -> str:

@@ -111,6 +111,9 @@ class HFRunner:
         # the token ids the reference ran, per item, as the recipe tokenized them (None: an item
         # the recipe does not tokenize as one text, e.g. an image or a MaxSim pair)
         self.tokens: list[list[int] | None] = []
+        self.sent: list[
+            dict
+        ] = []  # per item, for prompt forms: what the model ran on (form_inputs)
         self.last_meta: list[dict] = []
 
     def note_tokens(self, input_ids) -> None:
@@ -223,7 +226,7 @@ class HFRunner:
             raise ValueError(
                 f"no HF reference recipe {name!r} for task {task!r}; known: {sorted(_RECIPES)}"
             )
-        self.tokens = []
+        self.tokens, self.sent = [], []
         if options.get("truncation_side") and name not in _SIDED:
             raise ValueError(
                 f"reference recipe {name!r} does not implement truncation_side; recipes that "
@@ -232,9 +235,19 @@ class HFRunner:
         if options.get("truncate") == -1:  # as tokenizer(truncation=True) without max_length
             options = {**options, "truncate": self.model_max_length()}
         outs = _RECIPES[name](self, items, options)
+        if options.get("prompt_forms") and len(self.sent) != len(outs):
+            raise ValueError(
+                f"recipe {name!r} does not run prompt forms (token ids, inputs_embeds); "
+                f"the case's prompt_form needs one that does (st-embed, "
+                f"hf-sequence-classification)"
+            )
         recorded = len(self.tokens) == len(outs)
         self.last_meta = [
-            {"prompt_token_ids": self.tokens[i] if recorded else None} for i in range(len(outs))
+            {
+                "prompt_token_ids": self.tokens[i] if recorded else None,
+                **(self.sent[i] if self.sent else {}),
+            }
+            for i in range(len(outs))
         ]
         return outs
 
@@ -279,6 +292,41 @@ def per_item(
             enc = {k: v.to(runner.req.device) for k, v in enc.items()}
             outs.append(forward(enc).float().cpu().numpy().astype(np.float32))
     return outs
+
+
+def form_inputs(runner: HFRunner, model, items: list, forms: list[str]) -> Iterator[dict]:
+    """Per item, the model inputs of its prompt form (harness.matrix.prompt_forms), batch of one:
+    a text tokenized as the recipe would (`input_ids`), token ids as they are, or the model's
+    input embeddings of those ids (`inputs_embeds`, E from harness.runners.prompt_forms, with the
+    attention mask). Notes the ids and, for E, its digest, so the verdict holds the runner to the
+    same ids and the same E."""
+    import torch
+
+    from harness.runners.prompt_forms import digest, input_embeddings, token_ids
+
+    assert runner.req is not None
+    if len(forms) != len(items):
+        raise ValueError(f"{len(forms)} prompt forms for {len(items)} items")
+    tok = runner.tokenizer()
+    for text, form in zip(items, forms):
+        ids = token_ids(tok, text)
+        runner.note_tokens(ids)
+        mask = torch.ones((1, len(ids)), dtype=torch.long, device=runner.req.device)
+        if form == "embeds":
+            embeds = input_embeddings(model, ids)
+            sha = digest(embeds)  # transformers is this side's engine: it runs E as given
+            runner.sent.append(
+                {"engine_input": "embeds", "embeds_sha256": sha, "engine_embeds_sha256": sha}
+            )
+            yield {"inputs_embeds": embeds[None], "attention_mask": mask}
+        elif form in ("text", "token_ids"):
+            runner.sent.append({"engine_input": form})  # input_ids either way
+            yield {
+                "input_ids": torch.tensor([ids], device=runner.req.device),
+                "attention_mask": mask,
+            }
+        else:
+            raise ValueError(f"unknown prompt form {form!r} for item {str(text)[:60]!r}")
 
 
 def reference_model(runner: HFRunner):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.runners.hf import HFRunner, limit, recipe, torch_dtype
+from harness.runners.hf import HFRunner, form_inputs, limit, recipe, torch_dtype
 
 
 @recipe("st-embed", default_for=["embed"])
@@ -15,6 +15,8 @@ def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     values and not normalised again unless the case says `hf: {normalize_embeddings: true}`
     (encode's own option, applied after the cut; what a Matryoshka model card asks for)."""
     st = runner.sentence_transformer()
+    if options.get("prompt_forms"):
+        return _st_embed_forms(runner, st, items, options)
     dims = int(options["dimensions"]) if options.get("dimensions") else None
     full = st.get_sentence_embedding_dimension()
     if dims is not None and full is not None and dims > full:
@@ -31,6 +33,23 @@ def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
         for it in items:  # preprocess is what encode tokenizes with
             runner.note_tokens(st.preprocess([it])["input_ids"][0])
     return [np.asarray(v, dtype=np.float32) for v in out]
+
+
+def _st_embed_forms(runner: HFRunner, st, items: list, options: dict) -> list[np.ndarray]:
+    """sentence-transformers' own modules (Transformer, Pooling, Normalize: `st.forward`) on each
+    item as its prompt form gives it: token ids, or the model's input embeddings of them as
+    `inputs_embeds` (Transformer passes what its model's forward takes). A text is tokenized as
+    encode would (the same ids: `form_inputs` records them, the verdict checks them)."""
+    import torch
+
+    if options.get("dimensions") or options.get("normalize_embeddings"):
+        raise ValueError("prompt forms with dimensions / normalize_embeddings are not supported")
+    outs = []
+    with torch.inference_mode():
+        for features in form_inputs(runner, st[0].auto_model, items, options["prompt_forms"]):
+            vec = st.forward(features)["sentence_embedding"][0]
+            outs.append(vec.float().cpu().numpy().astype(np.float32))
+    return outs
 
 
 @recipe("st-cross-encoder", default_for=["score"], truncation_side=True)

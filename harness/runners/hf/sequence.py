@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.runners.hf import HFRunner, per_item, recipe
+from harness.runners.hf import HFRunner, form_inputs, per_item, recipe
 
 
 def _activation(logits, num_labels: int):
@@ -19,6 +19,14 @@ def _seq_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarr
     """AutoModelForSequenceClassification logits -> sigmoid (1 label) or softmax (n labels)."""
     model = runner.auto_model("AutoModelForSequenceClassification")
     n = model.config.num_labels
+    if options.get("prompt_forms"):  # token ids or inputs_embeds per item, batch of one
+        import torch
+
+        with torch.inference_mode():
+            return [
+                _activation(model(**kw).logits[0], n).float().cpu().numpy().astype(np.float32)
+                for kw in form_inputs(runner, model, items, options["prompt_forms"])
+            ]
     return per_item(
         runner, items, lambda enc: _activation(model(**enc).logits[0], n), options.get("truncate")
     )

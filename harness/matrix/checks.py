@@ -244,6 +244,20 @@ def _compiled(ev: Evidence) -> str | None:
     return None
 
 
+def _parallel(setting: str, chunked: bool) -> Proof:
+    """The model split over 2 devices (`setting` = 2 in the effective config); with `chunked`,
+    prompts also split across engine steps (vllm#56666: pipeline parallel with chunked
+    requests)."""
+
+    def proof(ev: Evidence) -> str | None:
+        size = ev.effective.get(setting)
+        if size != 2:
+            return f"{ev.head}: the engine ran with {setting}={size}"
+        return _chunked(ev) if chunked else None
+
+    return proof
+
+
 def _prefix_cached(ev: Evidence) -> str | None:
     eff, req = ev.effective, ev.requests
     if eff.get("enable_prefix_caching") is not True:
@@ -405,6 +419,28 @@ CHECKS: dict[str, InvarianceCheck] = {
             ENGINE_RUNNERS,
             _compiled,
             engine={"enforce_eager": False},
+        ),
+        # two devices: vLLM's CPU backend does not start these on a 2-core machine (measured),
+        # so they run in matrices/gpu-modes.yaml on 2 GPUs (ci/gpu-check --multi-gpu)
+        InvarianceCheck(
+            "tensor_parallel_2",
+            "attention heads and MLP split over 2 devices; proof: tensor_parallel_size 2",
+            ENGINE_RUNNERS,
+            _parallel("tensor_parallel_size", chunked=False),
+            engine={"tensor_parallel_size": 2},
+        ),
+        InvarianceCheck(
+            "pipeline_parallel_2",
+            "layers split over 2 devices, prompts chunked into 16-token steps (vllm#56666); "
+            "proof: pipeline_parallel_size 2 and a prompt scheduled over several steps",
+            ENGINE_RUNNERS,
+            _parallel("pipeline_parallel_size", chunked=True),
+            engine={
+                "pipeline_parallel_size": 2,
+                "enable_chunked_prefill": True,
+                "max_num_batched_tokens": 16,
+                "max_num_seqs": 16,
+            },
         ),
         # only whole KV blocks are cached and CPU blocks hold 128 tokens: 32-token blocks (the
         # CPU minimum) let short prompts hit

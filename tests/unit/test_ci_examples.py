@@ -104,11 +104,11 @@ def _nox_sessions() -> set[str]:
 def test_gpu_check_runs_existing_sessions_on_existing_matrices():
     script = str(CI / "gpu-check")
     dry = subprocess.run(
-        [script, "--dry-run", "--mteb", "--out", "x"], capture_output=True, text=True
+        [script, "--dry-run", "--mteb", "--multi-gpu", "--out", "x"], capture_output=True, text=True
     )
     assert dry.returncode == 0, dry.stderr
     phases = re.findall(r"=== gpu-check: (\w+): (.*)", dry.stdout)
-    assert [p for p, _ in phases] == ["install", "default", "hub", "mteb"]
+    assert [p for p, _ in phases] == ["install", "default", "hub", "modes", "extended", "mteb"]
     parser = build_parser()
     for _, cmd in phases:
         argv = shlex.split(cmd)

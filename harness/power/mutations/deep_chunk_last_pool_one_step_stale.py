@@ -8,7 +8,7 @@ BUG_CLASS = "chunked-prefill/prefix-cache state"
 REPLAYS = None
 MODULE = "vllm.model_executor.layers.pooler.seqwise.methods"
 FILES = ["vllm/model_executor/layers/pooler/seqwise/methods.py"]
-CASES = ["qwen3-tiny-lasttoken-embed*"]
+CASES = ["qwen3-tiny-lasttoken-embed", "qwen3-tiny-lasttoken-embed-mixed"]
 
 DEEP = 4  # chunks
 

@@ -8,7 +8,7 @@ BUG_CLASS = "batching/order"
 REPLAYS = None
 MODULE = "vllm.v1.core.sched.scheduler"
 FILES = ["vllm/v1/core/sched/scheduler.py"]
-CASES = ["qwen3-tiny-lasttoken-embed*"]
+CASES = ["qwen3-tiny-lasttoken-embed", "qwen3-tiny-lasttoken-embed-mixed"]
 
 
 def apply(module):

@@ -162,3 +162,16 @@ def test_compiled_needs_enforce_eager_off_and_a_compilation_mode():
     assert v.status == "error" and "compilation mode NONE" in v.reason, v.reason
     v = _verdict("compiled", {"effective": {"enforce_eager": False, "compilation_mode": "NONE"}})
     assert v.status == "error"
+
+
+def test_two_device_checks_need_the_split_and_pipeline_parallel_needs_chunking_too():
+    tp = {"effective": {"tensor_parallel_size": 2}}
+    assert _verdict("tensor_parallel_2", tp).status == "pass"
+    v = _verdict("tensor_parallel_2", {"effective": {"tensor_parallel_size": 1}})
+    assert v.status == "error" and "tensor_parallel_size=1" in v.reason, v.reason
+    pp = {"pipeline_parallel_size": 2, "enable_chunked_prefill": True}
+    split = {"effective": pp, "requests": {"split_prompts": 3}}
+    assert _verdict("pipeline_parallel_2", split).status == "pass"
+    whole = {"effective": pp, "requests": {"split_prompts": 0, "max_prompt_tokens": 9}}
+    v = _verdict("pipeline_parallel_2", whole)
+    assert v.status == "error" and "split no prompt across engine steps" in v.reason, v.reason

@@ -11,6 +11,7 @@ MODULE = "vllm.v1.core.sched.scheduler"
 FILES = ["vllm/v1/core/sched/scheduler.py", "vllm/v1/engine/core.py"]
 NEEDS = "gpu"
 CASES = ["qwen3-tiny-lasttoken-embed-modes"]
+MATRIX = "matrices/extended.yaml"  # its checks are too slow for the default matrix
 
 
 def apply(module):

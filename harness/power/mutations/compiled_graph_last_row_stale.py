@@ -10,6 +10,7 @@ REPLAYS = None
 MODULE = "vllm.compilation.decorators"
 FILES = ["vllm/compilation/decorators.py", "vllm/compilation/wrapper.py"]
 CASES = ["qwen3-tiny-lasttoken-embed-modes"]
+MATRIX = "matrices/extended.yaml"  # its checks are too slow for the default matrix
 
 
 def apply(module):

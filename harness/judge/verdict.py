@@ -242,6 +242,9 @@ def outcome_verdict(
             f"asked vLLM for model runner {variant.upper()} but it ran {str(actual).upper()} "
             f"({got.info.get('runner_evidence', 'no evidence')})",
         )
+    unavailable = check_unavailable(case, got.info)
+    if unavailable:
+        return Verdict("skip", f"invariance check {case.check}: {unavailable}")
     not_in_effect = check_not_in_effect(case, got.info)
     if not_in_effect:
         return Verdict("error", not_in_effect)
@@ -275,6 +278,19 @@ def outcome_verdict(
     except Exception as e:  # noqa: BLE001 - a broken output file is this case's error only
         return Verdict("error", f"comparison failed: {type(e).__name__}: {e}")
     return judge(case, runner, m)
+
+
+def check_unavailable(case: "Case", info: dict) -> str | None:
+    """For a derived invariance case: why vLLM cannot run its mode where it ran (a skip with that
+    reason, e.g. async scheduling, which vLLM's CPU platform always turns off), else None."""
+    if case.check is None:
+        return None
+    from harness.matrix.checks import CHECKS, Evidence
+
+    check = CHECKS.get(case.check)
+    if check is None or check.unavailable is None:
+        return None
+    return check.unavailable(Evidence.of(case.check, info))
 
 
 def check_not_in_effect(case: "Case", info: dict) -> str | None:

@@ -28,6 +28,7 @@ class Evidence:
     effective: dict
     requests: dict
     engine_trace: dict
+    device: str | None = None
 
     @classmethod
     def of(cls, check: str, info: dict) -> Evidence:
@@ -36,6 +37,7 @@ class Evidence:
             info.get("effective") or {},
             info.get("requests") or {},
             info.get("engine_trace") or {},
+            info.get("device"),
         )
 
     @property
@@ -52,6 +54,9 @@ class Evidence:
         return f"{self.unproven}: no trace of vLLM's scheduler for this run ({absent})"
 
 
+# deep chunked prefill: the fewest steps a prompt at max_model_len must be scheduled over
+DEEP_CHUNKS = 4
+
 # a proof of effect: None when the evidence shows the check took effect, else why not (an error)
 Proof = Callable[[Evidence], "str | None"]
 
@@ -66,6 +71,9 @@ class InvarianceCheck:
     # run options (harness.runners.options); "{seed}" is filled with the run's shuffle seed
     run_options: dict[str, Any] = field(default_factory=dict)
     serve: dict[str, Any] = field(default_factory=dict)  # request options (ServeOptions)
+    # why vLLM itself cannot run the mode here (a skip, with that reason), read from the evidence
+    # before the proof; None: it always can
+    unavailable: Proof | None = None
 
     def options_for(self, seed: int) -> dict[str, Any]:
         return {k: (seed if v == "{seed}" else v) for k, v in self.run_options.items()}
@@ -140,6 +148,114 @@ def _unchunked(ev: Evidence) -> str | None:
             f"run); use more inputs or a smaller max_num_batched_tokens"
         )
     return None
+
+
+def _deep_chunked(ev: Evidence) -> str | None:
+    """At least DEEP_CHUNKS steps for a prompt at max_model_len, which shared a step with a
+    short prompt scheduled whole (long and short prompts chunked together in one batch)."""
+    eff, req = ev.effective, ev.requests
+    wrong = _chunked(ev)
+    if wrong:
+        return wrong
+    longest, limit = req.get("max_prompt_tokens"), eff.get("max_model_len")
+    steps, shared = req.get("longest_prompt_steps"), req.get("shared_long_short_steps")
+    if steps is None:
+        return ev.untraced
+    if longest is None or limit is None or longest != limit:
+        return (
+            f"{ev.head}: the longest prompt has {longest} tokens, not max_model_len={limit} "
+            f"(use inputs truncated to max_model_len)"
+        )
+    if steps < DEEP_CHUNKS:
+        chunk = eff.get("max_num_batched_tokens")
+        return (
+            f"{ev.head}: the longest prompt ({longest} tokens) was scheduled over {steps} engine "
+            f"step(s) of {chunk} tokens, fewer than {DEEP_CHUNKS}"
+        )
+    if not shared:
+        return (
+            f"{ev.head}: no engine step scheduled a {longest}-token prompt beside a short "
+            f"prompt (long and short prompts were never chunked together)"
+        )
+    return None
+
+
+def _tiled(ev: Evidence) -> str | None:
+    eff, req = ev.effective, ev.requests
+    seqs, peak, count = eff.get("max_num_seqs"), req.get("peak_batch"), req.get("count")
+    if peak is None or req.get("waited") is None:
+        return ev.untraced
+    if seqs is None or count is None or count <= seqs:
+        return (
+            f"{ev.head}: {count} requests with max_num_seqs={seqs}: the batch must hold more "
+            f"requests than one step may schedule"
+        )
+    if peak > seqs:
+        return f"{ev.head}: an engine step scheduled {peak} requests (max_num_seqs={seqs})"
+    if not req["waited"]:
+        return f"{ev.head}: every request was scheduled in the run's first step (none waited)"
+    return None
+
+
+def _async_unavailable(ev: Evidence) -> str | None:
+    if ev.device == "cpu" and ev.effective.get("async_scheduling") is False:
+        return (
+            "vLLM's CPU platform turns async scheduling off for every model "
+            "(vllm/platforms/cpu.py, CpuPlatform.check_and_update_config: "
+            "scheduler_config.async_scheduling = False, 'async scheduling is not required on "
+            "CPU'); asked for async_scheduling=True, the engine ran with False and no batch "
+            "queue. It runs on a GPU (ci/gpu-check)"
+        )
+    return None
+
+
+def _async(ev: Evidence) -> str | None:
+    eff, req = ev.effective, ev.requests
+    if eff.get("async_scheduling") is not True:
+        return f"{ev.head}: the engine ran with async_scheduling={eff.get('async_scheduling')}"
+    if "queued_steps" not in req:
+        return ev.untraced
+    if not req.get("batch_queue_size") or not req.get("queued_steps"):
+        return (
+            f"{ev.head}: the engine core took {req.get('queued_steps')} steps through a batch "
+            f"queue of size {req.get('batch_queue_size')} (async scheduling steps through one)"
+        )
+    return None
+
+
+def _sync(ev: Evidence) -> str | None:
+    eff, req = ev.effective, ev.requests
+    if eff.get("async_scheduling") is not False or req.get("batch_queue_size"):
+        return (
+            f"{ev.head}: async_scheduling={eff.get('async_scheduling')}, batch queue of size "
+            f"{req.get('batch_queue_size')}"
+        )
+    return None
+
+
+def _compiled(ev: Evidence) -> str | None:
+    eff = ev.effective
+    mode = eff.get("compilation_mode")
+    if eff.get("enforce_eager") is not False or mode in (None, "NONE"):
+        return (
+            f"{ev.head}: the engine ran with enforce_eager={eff.get('enforce_eager')}, "
+            f"compilation mode {mode}"
+        )
+    return None
+
+
+def _parallel(setting: str, chunked: bool) -> Proof:
+    """The model split over 2 devices (`setting` = 2 in the effective config); with `chunked`,
+    prompts also split across engine steps (vllm#56666: pipeline parallel with chunked
+    requests)."""
+
+    def proof(ev: Evidence) -> str | None:
+        size = ev.effective.get(setting)
+        if size != 2:
+            return f"{ev.head}: the engine ran with {setting}={size}"
+        return _chunked(ev) if chunked else None
+
+    return proof
 
 
 def _prefix_cached(ev: Evidence) -> str | None:
@@ -249,6 +365,80 @@ CHECKS: dict[str, InvarianceCheck] = {
                 "enable_chunked_prefill": False,
                 "max_model_len": 64,
                 "max_num_batched_tokens": 64,
+                "max_num_seqs": 16,
+            },
+        ),
+        # prompts at max_model_len (128) in 32-token steps: 4 chunks or more each, and a short
+        # prompt fills what the last chunk leaves of a step (vllm#48214: buffers across steps)
+        InvarianceCheck(
+            "deep_chunked_prefill",
+            f"prompts at max_model_len in >= {DEEP_CHUNKS} chunks, mixed with short ones in one "
+            "batch; proof: the longest prompt took that many steps and shared one with a short "
+            "prompt",
+            ENGINE_RUNNERS,
+            _deep_chunked,
+            engine={
+                "enable_chunked_prefill": True,
+                "max_model_len": 128,
+                "max_num_batched_tokens": 32,
+                "max_num_seqs": 16,
+            },
+        ),
+        InvarianceCheck(
+            "tiled",
+            "at most 2 requests per engine step: the batch is tiled and the rest wait; proof: "
+            "no step scheduled more than max_num_seqs and some request waited",
+            ENGINE_RUNNERS,
+            _tiled,
+            engine={"max_num_seqs": 2},
+        ),
+        # vLLM turns async scheduling off by default for pooling models and always on CPU
+        InvarianceCheck(
+            "async_scheduling",
+            "the engine core schedules the next batch while the model runs this one; proof: "
+            "async_scheduling on and steps taken through the engine core's batch queue",
+            ENGINE_RUNNERS,
+            _async,
+            engine={"async_scheduling": True},
+            unavailable=_async_unavailable,
+        ),
+        InvarianceCheck(
+            "no_async_scheduling",
+            "async scheduling off (vLLM's default for pooling models); proof: the engine ran "
+            "without it and without a batch queue",
+            ENGINE_RUNNERS,
+            _sync,
+            engine={"async_scheduling": False},
+        ),
+        # the harness runs eager on CPU (PARITY_ENFORCE_EAGER on GPU); vLLM's CPU platform
+        # compiles with Dynamo traced once and Inductor (~2 min per engine start on 2 cores)
+        InvarianceCheck(
+            "compiled",
+            "the model compiled (torch.compile through vLLM) versus the eager base run; proof: "
+            "enforce_eager off and a compilation mode other than NONE",
+            ENGINE_RUNNERS,
+            _compiled,
+            engine={"enforce_eager": False},
+        ),
+        # two devices: vLLM's CPU backend does not start these on a 2-core machine (measured),
+        # so they run in matrices/gpu-modes.yaml on 2 GPUs (ci/gpu-check --multi-gpu)
+        InvarianceCheck(
+            "tensor_parallel_2",
+            "attention heads and MLP split over 2 devices; proof: tensor_parallel_size 2",
+            ENGINE_RUNNERS,
+            _parallel("tensor_parallel_size", chunked=False),
+            engine={"tensor_parallel_size": 2},
+        ),
+        InvarianceCheck(
+            "pipeline_parallel_2",
+            "layers split over 2 devices, prompts chunked into 16-token steps (vllm#56666); "
+            "proof: pipeline_parallel_size 2 and a prompt scheduled over several steps",
+            ENGINE_RUNNERS,
+            _parallel("pipeline_parallel_size", chunked=True),
+            engine={
+                "pipeline_parallel_size": 2,
+                "enable_chunked_prefill": True,
+                "max_num_batched_tokens": 16,
                 "max_num_seqs": 16,
             },
         ),

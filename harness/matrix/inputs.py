@@ -74,6 +74,13 @@ def _overlong_texts() -> tuple[Item, ...]:
     return _word_salad(11, 150, 250)
 
 
+def _mixed_length_texts() -> tuple[Item, ...]:
+    # short texts (7-26 tokens) interleaved with over-long ones (truncated by the case to its
+    # max_model_len): prompts at the context limit chunked beside short ones in one batch
+    short, long = _texts(), _overlong_texts()
+    return tuple(x for pair in zip(short[:4], long[:4]) for x in pair)
+
+
 def _ranked_pairs(
     docs: list[str], owners: list[int], make_query: Callable[[str], str], seed: int
 ) -> tuple[Item, ...]:
@@ -198,6 +205,7 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "short-texts": (1, _short_texts),
     "long-texts": (1, _long_texts),
     "overlong-texts": (1, _overlong_texts),
+    "mixed-length-texts": (1, _mixed_length_texts),
     "query-document-pairs": (1, _query_document_pairs),
     "long-query-document-pairs": (1, _long_query_document_pairs),
     "long-document-query-pairs": (1, _long_document_query_pairs),

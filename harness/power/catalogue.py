@@ -12,6 +12,8 @@ optional:
   CASES      case-id globs narrowing the selected rows (`parity run -k`), where the code it
              patches serves only those cases (e.g. mean pooling: the mean-pooled cases)
   RUNNERS    runner names narrowing the rows (`parity run -r`), e.g. a V1-only bug
+  MATRIX     the matrix holding its cases when that is not the default one (e.g.
+             "matrices/extended.yaml"); against any other matrix it is not applicable
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Mutation:
     needs: str | None = None
     cases: tuple[str, ...] = field(default_factory=tuple)
     runners: tuple[str, ...] = field(default_factory=tuple)
+    matrix: str | None = None  # the matrix its cases live in (repo-relative), None: any
 
 
 def _check(name: str, path: Path, mod: ModuleType) -> Mutation:
@@ -112,6 +115,7 @@ def _check(name: str, path: Path, mod: ModuleType) -> Mutation:
         needs=needs,
         cases=tuple(need("CASES", (list, tuple), optional=True) or ()),
         runners=tuple(need("RUNNERS", (list, tuple), optional=True) or ()),
+        matrix=need("MATRIX", str, optional=True),
     )
 
 

@@ -49,6 +49,17 @@ def _selection_args(m: Mutation | None, files: list[str]) -> list[str]:
     return args
 
 
+def other_matrix(m: Mutation, matrix: str | Path) -> str | None:
+    """Why a mutation whose cases live in another matrix (its MATRIX) is not run against this one
+    (the checks that catch it are too slow for the default matrix), else None."""
+    if m.matrix is None:
+        return None
+    here = Path(matrix).resolve()
+    if here == Path(m.matrix).resolve() or here.parts[-2:] == Path(m.matrix).parts[-2:]:
+        return None
+    return f"its cases are in {m.matrix}: parity power -m {m.matrix} --only {m.name}"
+
+
 def baseline_args(todo: list[Outcome]) -> list[str]:
     """One run covering every row any mutation will run: the union of their files, their
     cases (a derived `<id>@<check>` row comes with its case) and their runners."""
@@ -186,6 +197,10 @@ def run_power(
     for o in outcomes:
         if o.mutation.needs == "gpu" and device != "cuda":
             o.status, o.reason = "needs gpu", "NEEDS = 'gpu': run by ci/gpu-check"
+            continue
+        elsewhere = other_matrix(o.mutation, matrix)
+        if elsewhere:
+            o.status, o.reason = "not applicable", elsewhere
             continue
         o.rows = select_rows(o.mutation, matrix, python)
         if not o.rows:

@@ -14,15 +14,22 @@ from typing import Any
 
 
 class EngineTrace:
-    def __init__(self, scheduler: Any | None, absent: str | None = None):
+    def __init__(self, scheduler: Any | None, absent: str | None = None, core: Any | None = None):
         self.scheduler = scheduler
         self.absent = absent  # why there is no trace
         self.arrivals: list[str] = []  # the engine's request ids, in the order it received them
         self.steps: list[dict[str, int]] = []  # per schedule() call: request id -> tokens scheduled
         # request id -> what the engine was handed (engine_input: text | token_ids | embeds)
         self.inputs: dict[str, dict[str, Any]] = {}
+        self.core = core
+        # async scheduling: the engine core steps through its batch queue (step_with_batch_queue)
+        # and may hold a scheduled batch while the previous one runs
+        self.queued_steps = 0  # engine-core steps taken through the batch queue
+        self.peak_batch_queue = 0  # most batches in the queue at once, seen after a step
         if scheduler is not None:
             self._wrap(scheduler)
+        if core is not None and callable(getattr(core, "step_fn", None)):
+            self._wrap_core(core)
 
     def wrap_engine(self, engine: Any) -> None:
         """Record what the LLM entry point hands the engine per request (`LLMEngine.add_request`:
@@ -53,8 +60,39 @@ class EngineTrace:
         # instance attributes: the engine core calls self.scheduler.add_request / .schedule
         scheduler.add_request, scheduler.schedule = traced_add, traced_schedule
 
+    def _wrap_core(self, core: Any) -> None:
+        step_fn = core.step_fn
+
+        def traced_step(*a, **kw):
+            queue = getattr(core, "batch_queue", None)
+            if queue is not None:
+                self.queued_steps += 1
+                self.peak_batch_queue = max(self.peak_batch_queue, len(queue))
+            out = step_fn(*a, **kw)
+            if queue is not None:
+                self.peak_batch_queue = max(self.peak_batch_queue, len(queue))
+            return out
+
+        core.step_fn = traced_step  # InprocClient.get_output calls engine_core.step_fn()
+
     def reset(self) -> None:
         self.arrivals, self.steps, self.inputs = [], [], {}
+        self.queued_steps = self.peak_batch_queue = 0
+
+    def run_info(self) -> dict[str, Any]:
+        """What the engine core did in the run (async scheduling's proof): its batch queue's
+        size (None: no queue, steps run one batch at a time), the steps taken through it and
+        the most batches it held at once. Nothing without a trace."""
+        if self.core is None:
+            return {}
+        queue = getattr(self.core, "batch_queue", None)
+        return {
+            "batch_queue_size": getattr(self.core, "batch_queue_size", None)
+            if queue is not None
+            else None,
+            "queued_steps": self.queued_steps,
+            "peak_batch_queue": self.peak_batch_queue,
+        }
 
     def per_request(self, request_ids: list[str | None]) -> list[dict[str, Any]]:
         """For each request (the ids vLLM's outputs carry, in input order): its position in the
@@ -109,7 +147,8 @@ def engine_input(prompt: Any) -> dict[str, Any]:
 def attach(llm) -> EngineTrace:
     """A trace of this `vllm.LLM`'s scheduler, or an empty one saying why it cannot be read."""
     try:
-        scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+        core = llm.llm_engine.engine_core.engine_core
+        scheduler = core.scheduler
     except AttributeError as e:
         trace = EngineTrace(
             None,
@@ -118,7 +157,7 @@ def attach(llm) -> EngineTrace:
             f"here)",
         )
     else:
-        trace = EngineTrace(scheduler)
+        trace = EngineTrace(scheduler, core=core)
     if hasattr(getattr(llm, "llm_engine", None), "add_request"):
         trace.wrap_engine(llm.llm_engine)
     return trace
@@ -141,4 +180,28 @@ def summarize(meta: list[dict]) -> dict[str, Any]:
         "engine_steps": len({e[0] for e in entries}),
         "split_prompts": sum(1 for m in meta if len(m["scheduled"]) > 1),
         "tokens_scheduled": sum(e[1] for e in entries),
+        **_depth(meta),
+    }
+
+
+def _depth(meta: list[dict]) -> dict[str, Any]:
+    """How deep chunking and tiling went: longest_prompt_steps (the most engine steps a prompt of
+    the longest length was scheduled over), shared_long_short_steps (steps that scheduled a
+    prompt of the longest length beside a prompt scheduled whole in one step) and waited
+    (requests first scheduled after the run's first step: they waited for room)."""
+    lengths = [len(m.get("prompt_token_ids") or ()) for m in meta]
+    longest = max(lengths)
+    long_steps = {e[0] for m, n in zip(meta, lengths) if n == longest for e in m["scheduled"]}
+    short_steps = {
+        m["scheduled"][0][0]
+        for m, n in zip(meta, lengths)
+        if n < longest and len(m["scheduled"]) == 1
+    }
+    first = min(e[0] for m in meta for e in m["scheduled"])
+    return {
+        "longest_prompt_steps": max(
+            len(m["scheduled"]) for m, n in zip(meta, lengths) if n == longest
+        ),
+        "shared_long_short_steps": len(long_steps & short_steps) if longest else None,
+        "waited": sum(1 for m in meta if m["scheduled"][0][0] > first),
     }

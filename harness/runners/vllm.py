@@ -4,6 +4,7 @@ engine."""
 
 from __future__ import annotations
 
+import enum
 import gc
 import itertools
 import os
@@ -72,8 +73,16 @@ def _effective_config(llm) -> dict[str, Any]:
         ("block_size", cfg.cache_config, "block_size"),
         ("max_num_seqs", cfg.scheduler_config, "max_num_seqs"),
         ("dtype", cfg.model_config, "dtype"),
+        ("async_scheduling", cfg.scheduler_config, "async_scheduling"),
+        ("enforce_eager", cfg.model_config, "enforce_eager"),
+        ("compilation_mode", cfg.compilation_config, "mode"),
+        ("compilation_backend", cfg.compilation_config, "backend"),
+        ("tensor_parallel_size", cfg.parallel_config, "tensor_parallel_size"),
+        ("pipeline_parallel_size", cfg.parallel_config, "pipeline_parallel_size"),
     ):
         value = getattr(obj, attr, None)
+        if isinstance(value, enum.Enum):  # e.g. CompilationMode.NONE: its name, not its number
+            value = value.name
         out[name] = value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
     return out
 
@@ -146,6 +155,7 @@ class VllmRunner:
         self.req: LoadRequest | None = None
         self.trust = False
         self._hf: dict[str, Any] = {}  # HF tokenizer and model, for token-id and embeds prompts
+        self.last_run: dict = {}
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
         import torch
@@ -230,6 +240,7 @@ class VllmRunner:
         # per request, in input order: what the engine saw (for the checks' proof of effect)
         traced = self.trace.per_request([meta.get("request_id") for _, meta in answered])
         self.last_meta = [{**meta, **t} for (_, meta), t in zip(answered, traced)]
+        self.last_run = self.trace.run_info()  # what the engine core did (async scheduling)
         return [out for out, _ in answered]
 
     def _call(

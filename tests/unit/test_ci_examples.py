@@ -105,11 +105,21 @@ def _nox_sessions() -> set[str]:
 def test_gpu_check_runs_existing_sessions_on_existing_matrices():
     script = str(CI / "gpu-check")
     dry = subprocess.run(
-        [script, "--dry-run", "--mteb", "--power", "--out", "x"], capture_output=True, text=True
+        [script, "--dry-run", "--mteb", "--multi-gpu", "--power", "--out", "x"],
+        capture_output=True,
+        text=True,
     )
     assert dry.returncode == 0, dry.stderr
     phases = re.findall(r"=== gpu-check: (\w+): (.*)", dry.stdout)
-    assert [p for p, _ in phases] == ["install", "default", "hub", "mteb", "power"]
+    assert [p for p, _ in phases] == [
+        "install",
+        "default",
+        "hub",
+        "modes",
+        "extended",
+        "mteb",
+        "power",
+    ]
     parser = build_parser()
     for _, cmd in phases:
         argv = shlex.split(cmd)

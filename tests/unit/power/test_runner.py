@@ -112,3 +112,27 @@ def test_baseline_covers_exactly_the_union_of_the_selected_rows():
         "vllm-serve-v2",
         "vllm-v1",
     ]
+
+
+def test_a_mutation_of_another_matrix_is_not_applicable_here_and_runs_nothing(tmp_path):
+    """The extended matrix's mutations (MATRIX) are neither missed nor run against pooling.yaml:
+    the checks that catch them are not there."""
+    from dataclasses import replace
+
+    from harness.power.catalogue import load
+    from harness.power.runner import other_matrix, run_power
+
+    ext = replace(MUT, matrix="matrices/extended.yaml")
+    assert other_matrix(MUT, "matrices/pooling.yaml") is None
+    assert other_matrix(ext, "matrices/extended.yaml") is None
+    assert other_matrix(ext, str(Path("matrices/extended.yaml").resolve())) is None
+    why = other_matrix(ext, "matrices/pooling.yaml")
+    assert (
+        why
+        == "its cases are in matrices/extended.yaml: parity power -m matrices/extended.yaml --only m"
+    )
+    (o,) = run_power([ext], "matrices/pooling.yaml", tmp_path, python="/nonexistent")
+    assert o.status == "not applicable" and o.reason == why
+    assert o.status not in report.FAILING
+    declared = {m.name: m.matrix for m in load()}
+    assert declared["deep_chunk_last_pool_one_step_stale"] == "matrices/extended.yaml"

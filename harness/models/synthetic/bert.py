@@ -58,6 +58,7 @@ register(
             "BertForSequenceClassification",
             "BertForTokenClassification",
             "HF_ColBERT",
+            "BertForMaskedLM",  # SPLADE: vLLM runs it as BertSpladeSparseEmbeddingModel
         ),
     ),
 )

@@ -9,10 +9,14 @@ FILES = ["vllm/model_executor/models/roberta.py"]
 
 
 def apply(module):
+    import functools
     import sys
 
     original = module.BgeM3EmbeddingModel.__init__
 
+    # wraps: vLLM reads __init__'s signature (keyword-only vllm_config) to pick how to call it;
+    # a bare (*args, **kwargs) made V1 fail too (TypeError: missing 'vllm_config')
+    @functools.wraps(original)
     def __init__(self, *args, **kwargs):
         frame = sys._getframe(1)
         while frame is not None:  # built by V2's model runner?

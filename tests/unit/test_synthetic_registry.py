@@ -27,10 +27,13 @@ BEFORE = {
     "qwen2-vl": {"JinaVLForRanking"},
     "xlm-roberta": {"ColBERTJinaRobertaModel"},
 }
+# added after the split: BGE-M3's own family, SPLADE's masked-LM BERT
+ADDED = {"bge-m3": {"BgeM3EmbeddingModel"}, "bert": {"BertForMaskedLM"}}
+NOW = {k: BEFORE.get(k, set()) | ADDED.get(k, set()) for k in {*BEFORE, *ADDED}}
 
 
 def test_every_family_is_found():
-    assert {name: set(f.archs) for name, f in synthetic.ARCHS.items()} == BEFORE
+    assert {name: set(f.archs) for name, f in synthetic.ARCHS.items()} == NOW
 
 
 def test_a_new_builder_module_is_found_without_editing_a_list(tmp_path, monkeypatch):

@@ -50,6 +50,7 @@ BY_ARCHITECTURE: dict[str, tuple[str, ...]] = {
 # the families considered, in the order the rules try them, each with what selects it
 FAMILY_RULES: tuple[tuple[str, str], ...] = (
     *((f, f"config.json architectures == {a}") for a, fs in BY_ARCHITECTURE.items() for f in fs),
+    ("bge-m3", "an XLM-RoBERTa with sparse_linear.pt and colbert_linear.pt (BAAI/bge-m3's layout)"),
     ("process-reward", "architecture *ForProcessRewardModel (step tag <extra_0> in the tokenizer)"),
     ("reward", "architecture *ForRewardModel"),
     ("encoder-token-classify", "architecture *ForTokenClassification"),
@@ -60,6 +61,7 @@ FAMILY_RULES: tuple[tuple[str, str], ...] = (
     ("encoder-embed", "modules.json with a Pooling module (mean / cls / ... pooling)"),
     ("decoder-embed", "modules.json with a Pooling module in lasttoken mode"),
 )
+BGE_M3_HEADS = ("sparse_linear.pt", "colbert_linear.pt")  # FlagEmbedding's head files
 STEP_TAG = "<extra_0>"  # the step tag of Qwen's process reward models
 VLLM_DEFAULT_STEP_TAG_ID = 151651  # vLLM's hard-coded default: the real Qwen vocabulary's <extra_0>
 
@@ -249,7 +251,13 @@ def infer(folder: str | Path) -> Inference:
         )
     encoder = model_type in ENCODER_TYPES
     kind = "encoder" if encoder else "decoder"
-    if arch in BY_ARCHITECTURE:
+    heads = [h for h in BGE_M3_HEADS if (folder / h).is_file()]
+    if model_type == "xlm-roberta" and len(heads) == len(BGE_M3_HEADS):
+        inf.note("BGE-M3 heads", ", ".join(heads), "the checkpoint folder")
+        # vLLM runs this layout as BgeM3EmbeddingModel (the family's hf_overrides), as its docs do
+        inf.architecture = "BgeM3EmbeddingModel"
+        inf.uses = [Use("bge-m3", f"{arch} with FlagEmbedding's sparse and ColBERT heads")]
+    elif arch in BY_ARCHITECTURE:
         inf.uses = [Use(f, f"architecture {arch}") for f in BY_ARCHITECTURE[arch]]
     elif arch.endswith("ForProcessRewardModel"):
         tag_id = _token_id(folder, STEP_TAG)

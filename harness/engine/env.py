@@ -31,6 +31,7 @@ from harness.engine.target import (
     COMPILED_SOURCES,
     OVERLAY_STAMP,
     PINNED,
+    TORCHVISION_PATCH_MARK,
     EngineSpec,
     EngineSpecError,
     check_supported,
@@ -52,7 +53,6 @@ BROKEN_BESIDE_TORCH_CPU = ("torchvision", "torchaudio", "torchcodec")
 # those two with _has_ops(), as upstream's fix does (pytorch/vision issue #9337, PR #9649).
 TORCHVISION_GUARD_FILE = "_meta_registrations.py"
 TORCHVISION_GUARDED_OPS = ("nms", "qnms")
-TORCHVISION_PATCH_MARK = "PARITY-PATCHED"
 CPU_TORCHVISION = "paired with torch, nms/qnms fakes guarded"  # in the stamp: change to reinstall
 
 
@@ -130,7 +130,9 @@ def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> Engi
         stamp.unlink()
         cpu_torchvision(str(python))
         stamp.write_text(json.dumps(want, indent=1) + "\n")
-        return EngineEnv(requirement, str(python), time.perf_counter() - t0, reused=False)
+        return EngineEnv(
+            requirement, str(python), setup_seconds=time.perf_counter() - t0, reused=False
+        )
     venv.parent.mkdir(parents=True, exist_ok=True)
     if not python.exists():
         _run([_python_for_venvs(), "-m", "venv", str(venv)])

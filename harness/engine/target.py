@@ -194,6 +194,38 @@ def support_notes(version: str) -> dict[str, Any]:
     return {"checked_release": f"{minor[0]}.{minor[1]}" if proven else None, "unproven": unproven}
 
 
+# the mark harness.engine.env writes where it patched torchvision on CPU (see env.cpu_torchvision)
+TORCHVISION_PATCH_MARK = "PARITY-PATCHED"
+
+
+def torchvision_provenance() -> dict[str, Any] | None:
+    """The torchvision vLLM's image processing would import here, and whether the harness
+    patched it (on CPU: the CUDA build paired with torch, its C++ ops unloadable and its nms /
+    qnms fake registrations guarded, pytorch/vision#9649). None when there is none. Read as
+    text, without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or not spec.origin:
+        return None
+    pkg = Path(spec.origin).parent
+    m = re.search(r"""__version__\s*=\s*['"]([^'"]+)['"]""", _read(pkg / "version.py"))
+    out: dict[str, Any] = {"version": m.group(1) if m else None, "location": str(pkg)}
+    if TORCHVISION_PATCH_MARK in _read(pkg / "_meta_registrations.py"):
+        out["patched"] = (
+            "nms/qnms fake registrations guarded by extension._has_ops() (pytorch/vision#9649): "
+            "its C++ ops need a CUDA torch and do not load; image transforms are pure torch"
+        )
+    return out
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 def vllm_provenance() -> dict[str, Any]:
     """The vLLM this process would import: version, location, and for a checkout (an overlay of
     one or an editable install) its path, commit and whether the tree was dirty. Found without
@@ -224,6 +256,8 @@ def vllm_provenance() -> dict[str, Any]:
         out.update(kind="checkout", checkout=checkout_state(pkg.parent))
     else:
         out.update(kind="release", distribution=_distribution_of(pkg))
+    if (tv := torchvision_provenance()) is not None:
+        out["torchvision"] = tv
     try:
         out["support"] = support_notes(out["version"])
     except EngineSpecError:
@@ -297,6 +331,9 @@ def describe_provenance(p: dict[str, Any]) -> str:
             text += f", compiled parts of {p['base_release']}"
     elif p.get("distribution"):
         text += f" ({p['distribution']})"
+    tv = p.get("torchvision") or {}
+    if tv.get("patched"):
+        text += f"; torchvision {tv.get('version')} patched by the harness ({tv['patched']})"
     unproven = (p.get("support") or {}).get("unproven")
     if unproven:
         text += f"; not proven on this release: {', '.join(unproven)}"

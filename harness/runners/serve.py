@@ -32,6 +32,24 @@ from harness.runners.serve_decode import ServerFailure, decode_base64, match_rer
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 420.0  # a server start on 2 cores: API process + engine core, each importing vLLM
+START_TIMEOUT_ENV = "PARITY_SERVE_START_TIMEOUT"  # seconds; a loaded machine may need more
+
+
+def start_timeout() -> float:
+    """Seconds a `vllm serve` start may take before it is stopped and its rows error:
+    START_TIMEOUT, or PARITY_SERVE_START_TIMEOUT where a busy or slow machine needs longer."""
+    raw = os.environ.get(START_TIMEOUT_ENV)
+    if not raw:
+        return START_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ServerFailure(f"{START_TIMEOUT_ENV}={raw!r}: expected a number of seconds") from None
+    if value <= 0:
+        raise ServerFailure(f"{START_TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
+    return value
+
+
 REQUEST_TIMEOUT = 120.0
 MAX_IN_FLIGHT = 16
 PORT_ATTEMPTS = 3
@@ -184,7 +202,8 @@ class ServeRunner:
                 cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
         self.url = f"http://{HOST}:{port}"
-        deadline = time.monotonic() + START_TIMEOUT
+        timeout = start_timeout()
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             code = self.proc.poll()
             if code is not None:
@@ -202,7 +221,8 @@ class ServeRunner:
             time.sleep(0.5)
         self.unload()
         raise ServerFailure(
-            f"vllm serve was not healthy after {START_TIMEOUT:.0f} s; stopped.\n"
+            f"vllm serve was not healthy after {timeout:.0f} s ({START_TIMEOUT_ENV} "
+            "raises the limit); stopped.\n"
             f"--- server log tail ---\n{log_tail(self.log_path)}"
         )
 

@@ -624,3 +624,35 @@ def test_dimensions_are_sent_to_the_server_and_apply_to_embed_cases_only():
     assert sent == [2, None]  # the embeddings request, then /tokenize
     with pytest.raises(ValueError, match="dimensions applies to task 'embed' only, not 'score'"):
         Case.model_validate({**_case("score").model_dump(), "dimensions": 2})
+
+
+def test_a_server_never_healthy_is_stopped_after_the_start_timeout_the_env_sets(
+    tmp_path, monkeypatch
+):
+    """PARITY_SERVE_START_TIMEOUT bounds a start (a loaded machine may need more than 420 s): the
+    server is stopped when it runs out and the error names the limit and how to raise it."""
+    import time
+
+    from harness.runners import LoadRequest
+    from harness.runners import serve as serve_mod
+
+    (tmp_path / "never_healthy.py").write_text("import time\ntime.sleep(120)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setattr(serve_mod, "SERVER_MODULE", "never_healthy")
+    monkeypatch.setenv("PARITY_SERVE_START_TIMEOUT", "1.5")
+    runner = ServeRunner("v1")
+    req = LoadRequest(model_dir=str(tmp_path), dtype="float32", device="cpu")
+    t0 = time.monotonic()
+    with pytest.raises(ServerFailure, match=r"not healthy after 2 s \(PARITY_SERVE_START_TIMEOUT"):
+        runner._start(req, {}, free_port())
+    assert time.monotonic() - t0 < 30
+    assert runner.proc is None
+
+
+@pytest.mark.parametrize("raw", ["soon", "0", "-5"])
+def test_a_bad_start_timeout_is_refused_naming_the_variable(monkeypatch, raw):
+    from harness.runners.serve import start_timeout
+
+    monkeypatch.setenv("PARITY_SERVE_START_TIMEOUT", raw)
+    with pytest.raises(ServerFailure, match="PARITY_SERVE_START_TIMEOUT"):
+        start_timeout()

@@ -136,3 +136,77 @@ def test_a_mutation_of_another_matrix_is_not_applicable_here_and_runs_nothing(tm
     assert o.status not in report.FAILING
     declared = {m.name: m.matrix for m in load()}
     assert declared["deep_chunk_last_pool_one_step_stale"] == "matrices/extended.yaml"
+
+
+FAKE_CLI = """#!/usr/bin/env python3
+import json, sys
+from pathlib import Path
+argv = sys.argv[3:]  # after `-m harness.cli`
+with open(ARGV_LOG, "a") as f:
+    f.write(json.dumps(argv) + "\\n")
+def opt(name):
+    return argv[argv.index(name) + 1]
+if argv[0] == "select":
+    print(json.dumps({"rows": [{"case": "x", "runner": "vllm-v1"}, {"case": "x", "runner": "hf"}]}))
+elif argv[0] == "golden":
+    (Path(opt("--golden-dir")) / "x").mkdir(parents=True)
+elif argv[0] == "run":
+    out = Path(opt("--out"))
+    red = "mutations" in out.parts
+    rows = [{"case_id": "x", "runner": "vllm-v1", "status": "fail" if red else "pass",
+             "reason": "off", "metrics": []}]
+    (out / "report.json").write_text(json.dumps({"results": rows}))
+    if red:
+        ev = Path(__import__("os").environ["PARITY_MUTATION_LOG"])
+        ev.mkdir(parents=True, exist_ok=True)
+        (ev / "1.jsonl").write_text(json.dumps({"pid": 1, "status": "applied"}) + "\\n")
+"""
+
+
+def _fake_python(tmp_path):
+    log = tmp_path / "argv.jsonl"
+    exe = tmp_path / "python"
+    exe.write_text(FAKE_CLI.replace("ARGV_LOG", repr(str(log))))
+    exe.chmod(0o755)
+    return str(exe), log
+
+
+def test_recorded_reference_runs_hf_once_and_every_run_reads_it(tmp_path):
+    """HF runs once (`golden update` of the selected cases into out/reference); the baseline and
+    every mutated run compare against that recording instead of starting HF again."""
+    import json
+
+    from harness.power.runner import run_power
+
+    python, log = _fake_python(tmp_path)
+    out = tmp_path / "power"
+    (o,) = run_power([MUT], "matrices/pooling.yaml", out, python=python, say=lambda s: None)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c[0] for c in calls] == ["select", "golden", "run", "run"]
+    golden = calls[1]
+    assert golden[:2] == ["golden", "update"] and golden[golden.index("-k") + 1 :][:1] == ["x"]
+    recorded = golden[golden.index("--golden-dir") + 1]
+    assert recorded == str(out / "reference" / "golden")
+    for run in calls[2:]:
+        assert run[run.index("--against") + 1] == "golden"
+        assert run[run.index("--golden-dir") + 1] == recorded
+    assert o.status == "caught" and o.caught[0]["runner"] == "vllm-v1"
+
+
+def test_live_reference_runs_hf_beside_every_mutation(tmp_path):
+    import json
+
+    from harness.power.runner import run_power
+
+    python, log = _fake_python(tmp_path)
+    run_power(
+        [MUT],
+        "matrices/pooling.yaml",
+        tmp_path / "p",
+        python=python,
+        say=lambda s: None,
+        reference="live",
+    )
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c[0] for c in calls] == ["select", "run", "run"]
+    assert all("--against" not in c for c in calls)

@@ -36,6 +36,13 @@ def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.Argument
         help="recorded (default): HF runs once and every run reads its outputs as goldens; "
         "live: HF runs again beside every mutation",
     )
+    ap.add_argument(
+        "--server-rows",
+        choices=("lean", "all"),
+        default="lean",
+        help="lean (default): a mutation of engine-side code runs its offline rows, not its "
+        "`vllm serve` rows (the same engine code behind a server start); all: every row",
+    )
     ap.add_argument("--list", action="store_true", help="print the catalogue and exit")
     return ap
 
@@ -60,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs=args.jobs,
         device=args.device,
         reference=args.reference,
+        server_rows=args.server_rows,
     )
     meta = {
         "matrix": args.matrix,
@@ -67,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_seconds": time.monotonic() - start,
         "only": args.only,
         "reference": args.reference,
+        "server_rows": args.server_rows,
     }
     paths = report.write(outcomes, meta, out)
     sys.stdout.write(paths["markdown"].read_text())

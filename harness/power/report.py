@@ -36,6 +36,7 @@ def to_json(outcomes: list[Outcome], meta: dict) -> dict:
                 "status": o.status,
                 "reason": o.reason,
                 "rows_selected": len(o.rows),
+                "left_out": o.left_out,
                 "processes": o.processes,
                 "applied_in": o.applied_in,
                 "caught": o.caught,
@@ -57,6 +58,9 @@ def to_markdown(outcomes: list[Outcome], meta: dict) -> str:
         f"{sum(o.status == 'needs gpu' for o in outcomes)} need a GPU · "
         f"{meta.get('wall_seconds', 0):.0f} s",
         "",
+        f"HF reference: {meta.get('reference', 'live')} · server rows: "
+        f"{meta.get('server_rows', 'all')}",
+        "",
         "| mutation | bug class | replays | applied in | caught by (rows red, first message) |",
         "|---|---|---|---|---|",
     ]
@@ -66,7 +70,9 @@ def to_markdown(outcomes: list[Outcome], meta: dict) -> str:
         lines.append(
             f"| `{o.mutation.name}` {o.mutation.doc} | {o.mutation.bug_class} | "
             f"{o.mutation.replays or '-'} | {o.processes} process(es) | "
-            f"{len(o.caught)} red of {len(o.rows)}: {cell} |"
+            f"{len(o.caught)} red of {len(o.rows)}"
+            + (f" ({o.left_out})" if o.left_out else "")
+            + f": {cell} |"
         )
     missed = [o for o in outcomes if o.status in FAILING]
     lines += ["", "## Missed", ""]

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.matrix.runner_names import runner_info
 from harness.power.catalogue import Mutation
 from harness.power.hook import ENV_LOG, ENV_NAME, version_applies
 
@@ -34,18 +35,53 @@ class Outcome:
     applied_in: list[dict] = field(default_factory=list)  # evidence events
     seconds: float = 0.0
     run_dir: str = ""
+    left_out: str = ""  # rows it could touch that this run left out, and why (lean_rows)
 
     @property
     def processes(self) -> int:
         return len({e["pid"] for e in self.applied_in})
 
 
-def _selection_args(m: Mutation | None, files: list[str]) -> list[str]:
+# code that runs inside the engine (model, pooler, scheduler, model runner, compilation): an
+# offline row and a `vllm serve` row of the same case run the same lines of it
+ENGINE_SIDE = ("vllm/model_executor/", "vllm/v1/", "vllm/compilation/", "vllm/attention/")
+
+
+def engine_side(m: Mutation) -> bool:
+    return bool(m.files) and all(f.startswith(ENGINE_SIDE) for f in m.files)
+
+
+def lean_rows(m: Mutation, rows: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], str]:
+    """The rows a mutation runs by default, and what was left out. A mutation of engine-side
+    code (ENGINE_SIDE) runs its offline rows only when it has any: its server rows would run the
+    same engine code again behind a `vllm serve` start (~40-60 s each on 2 cores). Mutations of
+    the server, the renderer or the tokenizer (the API process) keep every row, and
+    `--server-rows all` keeps them for all (the nightly measure)."""
+    if not engine_side(m):
+        return rows, ""
+    offline = [(c, r) for c, r in rows if not runner_info(r).is_server]
+    if not any(not runner_info(r).is_reference for _, r in offline):
+        return rows, ""
+    left = sorted({r for _, r in rows if runner_info(r).is_server})
+    if not left:
+        return rows, ""
+    return (
+        offline,
+        f"server rows ({', '.join(left)}) left out: engine-side code, offline rows run it",
+    )
+
+
+def _selection_args(
+    m: Mutation | None, files: list[str], rows: list[tuple[str, str]] | None = None
+) -> list[str]:
+    """`parity run` selection of a mutation: its files, narrowed by CASES and RUNNERS, and, where
+    its rows were narrowed further (lean_rows), by the runners of the rows it keeps."""
     args = ["--changed-files", *files]
     if m is not None and m.cases:
         args += ["-k", *m.cases]
-    if m is not None and m.runners:
-        args += ["-r", *m.runners]
+    runners = sorted({r for _, r in rows}) if rows else (list(m.runners) if m else [])
+    if runners:
+        args += ["-r", *runners]
     return args
 
 
@@ -218,11 +254,16 @@ def run_power(
     python: str = sys.executable,
     say=lambda s: print(s, file=sys.stderr, flush=True),
     reference: str = "recorded",
+    server_rows: str = "lean",
 ) -> list[Outcome]:
     """`reference`: "recorded" runs HF once and holds every run to that recording (the
-    default: no HF process per mutation); "live" runs HF again in every run."""
+    default: no HF process per mutation); "live" runs HF again in every run. `server_rows`:
+    "lean" (default) leaves out the server rows of engine-side mutations (lean_rows); "all"
+    runs every selected row."""
     if reference not in ("recorded", "live"):
         raise ValueError(f"reference must be 'recorded' or 'live', got {reference!r}")
+    if server_rows not in ("lean", "all"):
+        raise ValueError(f"server_rows must be 'lean' or 'all', got {server_rows!r}")
     start = time.monotonic()
     outcomes = [Outcome(m) for m in mutations]
     todo = []
@@ -245,6 +286,8 @@ def run_power(
             files = ", ".join(o.mutation.files)
             o.reason = f"`parity select` gives no row of {matrix} for {files}{narrowed}"
             continue
+        if server_rows == "lean":
+            o.rows, o.left_out = lean_rows(o.mutation, o.rows)
         todo.append(o)
     if not todo:
         return outcomes
@@ -275,7 +318,7 @@ def run_power(
         t = time.monotonic()
         parity_run(
             matrix,
-            _selection_args(m, list(m.files)) + against,
+            _selection_args(m, list(m.files), o.rows if o.left_out else None) + against,
             run_dir,
             jobs,
             env=mutated_env(m.name, log_dir),

@@ -210,3 +210,50 @@ def test_live_reference_runs_hf_beside_every_mutation(tmp_path):
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert [c[0] for c in calls] == ["select", "run", "run"]
     assert all("--against" not in c for c in calls)
+
+
+def _rows():
+    return [
+        ("c", "hf"),
+        ("c", "vllm-v1"),
+        ("c", "vllm-v2"),
+        ("serve-c", "hf"),
+        ("serve-c", "vllm-serve-v1"),
+        ("serve-c", "vllm-serve-v2"),
+    ]
+
+
+def test_lean_rows_leave_out_server_rows_of_engine_side_code_only():
+    from dataclasses import replace
+
+    from harness.power.runner import lean_rows
+
+    pooler = replace(MUT, files=("vllm/model_executor/layers/pooler/activations.py",))
+    rows, why = lean_rows(pooler, _rows())
+    assert rows == [("c", "hf"), ("c", "vllm-v1"), ("c", "vllm-v2"), ("serve-c", "hf")]
+    assert "vllm-serve-v1, vllm-serve-v2" in why
+    # the API process's code (server, renderer) keeps its server rows
+    for files in (("vllm/entrypoints/pooling/utils.py",), ("vllm/renderers/params.py",)):
+        assert lean_rows(replace(MUT, files=files), _rows()) == (_rows(), "")
+    # engine code with no offline vLLM row keeps the server rows: they are all it has
+    only_serve = [r for r in _rows() if r[0] == "serve-c"]
+    assert lean_rows(pooler, only_serve) == (only_serve, "")
+
+
+def test_lean_mutation_run_names_the_runners_it_keeps():
+    from dataclasses import replace
+
+    from harness.power.runner import _selection_args, lean_rows
+
+    pooler = replace(MUT, files=("vllm/v1/worker/x.py",), cases=("*c*",))
+    rows, _ = lean_rows(pooler, _rows())
+    assert _selection_args(pooler, list(pooler.files), rows) == [
+        "--changed-files",
+        "vllm/v1/worker/x.py",
+        "-k",
+        "*c*",
+        "-r",
+        "hf",
+        "vllm-v1",
+        "vllm-v2",
+    ]

@@ -1,4 +1,9 @@
-"""TODO."""
+"""Reading a matrix: YAML files (with `include`, `defaults`, `families` and `select`) merged
+into validated Cases, every error naming its file and line; and the ways a run narrows them
+(case globs, model groups, shards).
+
+Layers merge defaults < family < case; an including file's defaults override the included ones'
+and its `select` keeps only the cases whose id matches a glob."""
 
 from __future__ import annotations
 

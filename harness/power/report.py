@@ -8,7 +8,12 @@ from pathlib import Path
 
 from harness.power.runner import Outcome
 
-FAILING = ("missed", "not applied", "no rows")  # an applicable mutation the gate did not catch
+FAILING = (
+    "missed",
+    "not applied",
+    "no rows",
+    "error",
+)  # an applicable mutation the gate did not catch
 
 
 def _caught_by(o: Outcome, limit: int = 6) -> list[str]:

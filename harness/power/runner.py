@@ -29,6 +29,7 @@ class Outcome:
 
     mutation: Mutation
     status: str = "pending"  # caught | missed | not applicable | not applied | needs gpu | no rows
+    # | error (its rows could not be selected)
     reason: str = ""
     rows: list[tuple[str, str]] = field(default_factory=list)  # selected (case, runner)
     caught: list[dict] = field(default_factory=list)  # {case, runner, status, message}
@@ -275,7 +276,11 @@ def run_power(
         if elsewhere:
             o.status, o.reason = "not applicable", elsewhere
             continue
-        o.rows = select_rows(o.mutation, matrix, python)
+        try:
+            o.rows = select_rows(o.mutation, matrix, python)
+        except RuntimeError as e:  # one mutation's selection failing loses only that mutation
+            o.status, o.reason = "error", str(e)
+            continue
         if not o.rows:
             narrowed = "".join(
                 f" {k} {' '.join(v)}"

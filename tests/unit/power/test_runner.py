@@ -257,3 +257,30 @@ def test_lean_mutation_run_names_the_runners_it_keeps():
         "vllm-v1",
         "vllm-v2",
     ]
+
+
+def test_a_selection_that_fails_errors_that_mutation_only(tmp_path):
+    """`parity select` failing for one mutation (a broken matrix file, a crash) makes that
+    mutation an error that fails the report; the others still run."""
+    from dataclasses import replace
+
+    from harness.power.runner import run_power
+
+    python, log = _fake_python(tmp_path)
+    broken = replace(MUT, name="broken", files=("vllm/broken.py",))
+    fake = (
+        Path(python)
+        .read_text()
+        .replace(
+            'if argv[0] == "select":',
+            'if argv[0] == "select" and "vllm/broken.py" in argv:\n    sys.exit("boom")\n'
+            'elif argv[0] == "select":',
+        )
+    )
+    Path(python).write_text(fake)
+    a, b = run_power(
+        [broken, MUT], "matrices/pooling.yaml", tmp_path / "p", python=python, say=lambda s: None
+    )
+    assert a.status == "error" and "boom" in a.reason
+    assert b.status == "caught"
+    assert report.exit_code([a, b]) == 1

@@ -58,6 +58,7 @@ ADDED = {
     "bge-m3-colbert": 1,
     "bge-m3-dense-and-sparse": 1,
     "splade-max": 1,
+    "yes-no-reranker": 1,
 }
 
 

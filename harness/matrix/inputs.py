@@ -152,6 +152,32 @@ def _qwen3_reranker_pairs() -> tuple[Item, ...]:
     )
 
 
+# mxbai-rerank-v2's prompt (its published code, mixedbread-ai/mxbai-rerank's
+# mxbai_rerank_v2.py: chat prefix, "query: ...", separator, "document: ...", separator, task
+# prompt, chat suffix), split in two at the separator between query and document, as vLLM's
+# score API joins an LLM reranker's pair (query + document). The recipe
+# (harness/runners/hf/yes_no_reranker.py) transcribes the same code on its own.
+MXBAI_RERANK_V2_PREFIX = (
+    "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+    "<|im_end|>\n<|im_start|>user\n"
+)
+MXBAI_RERANK_V2_TAIL = (
+    "You are a search relevance expert who evaluates how well documents match search queries. "
+    "For each query-document pair, carefully analyze the semantic relationship between them, "
+    "then provide your binary relevance judgment (0 for not relevant, 1 for relevant).\n"
+    "Relevance:<|im_end|>\n<|im_start|>assistant\n"
+)
+
+
+def _mxbai_rerank_v2_pairs() -> tuple[Item, ...]:
+    """query-document-pairs in mxbai-rerank-v2's prompt (no instruction):
+    (prefix + "query: {query}\\n", "document: {doc}\\n" + task prompt + suffix)."""
+    return tuple(
+        (f"{MXBAI_RERANK_V2_PREFIX}query: {q}\n", f"document: {d}\n{MXBAI_RERANK_V2_TAIL}")
+        for q, d in _query_document_pairs()
+    )
+
+
 def _adversarial_texts() -> tuple[Item, ...]:
     """Inputs where engines break: scripts and normalisation, whitespace, text that spells special
     tokens, duplicates and equal lengths in one batch, and one token beside a long input."""
@@ -240,6 +266,7 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "long-query-document-pairs": (1, _long_query_document_pairs),
     "long-document-query-pairs": (1, _long_document_query_pairs),
     "qwen3-reranker-pairs": (1, _qwen3_reranker_pairs),
+    "mxbai-rerank-v2-pairs": (1, _mxbai_rerank_v2_pairs),
     "math-steps": (1, _math_steps),
     "adversarial-texts": (1, _adversarial_texts),
     "adversarial-pairs": (1, _adversarial_pairs),

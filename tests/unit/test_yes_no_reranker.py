@@ -1,5 +1,5 @@
-"""The yes/no-logit reranker recipe (Qwen3-Reranker's model card), each part against a second,
-independent implementation: its score formula, its prompt and its token ids."""
+"""The LLM-reranker recipes (Qwen3-Reranker's model card, mxbai-rerank-v2's published code), each
+part against a second, independent implementation: the score formula, the prompt, the token ids."""
 
 from __future__ import annotations
 
@@ -10,9 +10,16 @@ from harness.matrix.inputs import QWEN3_RERANKER_INSTRUCTION, input_set
 from harness.runners.hf.yes_no_reranker import (
     CARD_PREFIX,
     CARD_SUFFIX,
+    MXBAI_PREFIX,
+    MXBAI_SEP,
+    MXBAI_SUFFIX,
+    MXBAI_TASK,
     card_fields,
     card_input_ids,
     format_instruction,
+    mxbai_fields,
+    mxbai_input_ids,
+    mxbai_relevance,
     yes_probability,
 )
 
@@ -84,3 +91,53 @@ def test_the_card_ids_are_the_tokenization_of_the_whole_prompt(tmp_path):
         ids = card_input_ids(tok, *card_fields(q, d))
         assert ids == tok(q + d)["input_ids"]
         assert ids[0] == tok.convert_tokens_to_ids("<|im_start|>") and len(ids) > 100
+
+
+# mxbai-rerank-v2: "1" against "0", its published code's prompt
+
+
+def test_the_mxbai_relevance_is_the_two_way_softmax_of_zero_and_one():
+    """sigmoid(logit "1" - logit "0") (the recipe, as mxbai's code) against numpy's softmax over
+    the two logits, normalised by their maximum."""
+    rng = np.random.default_rng(28)
+    logits = rng.normal(0.0, 6.0, (200, 60))
+    two = logits[:, [3, 4]]
+    e = np.exp(two - two.max(axis=1, keepdims=True))
+    softmax_one = e[:, 1] / e.sum(axis=1)
+    ours = mxbai_relevance(torch.from_numpy(logits), 3, 4).numpy()
+    np.testing.assert_allclose(ours, softmax_one, rtol=1e-12, atol=1e-300)
+    swapped = mxbai_relevance(torch.from_numpy(logits), 4, 3).numpy()
+    np.testing.assert_allclose(swapped, 1.0 - ours, atol=1e-12)
+
+
+def test_the_mxbai_pairs_are_its_prompt_split_at_the_separator():
+    pairs, raw = input_set("mxbai-rerank-v2-pairs").items, input_set("query-document-pairs").items
+    assert len(pairs) == len(raw) == 24
+    for (q, d), (query, doc) in zip(pairs, raw):
+        assert mxbai_fields(q, d) == (query, doc)
+        assert q + d == (
+            MXBAI_PREFIX
+            + f"query: {query}"
+            + MXBAI_SEP
+            + f"document: {doc}"
+            + MXBAI_SEP
+            + MXBAI_TASK
+            + MXBAI_SUFFIX
+        )
+    with pytest.raises(ValueError, match="not in mxbai-rerank-v2's prompt"):
+        mxbai_fields(*input_set("qwen3-reranker-pairs").items[0])
+
+
+def test_the_mxbai_ids_are_the_tokenization_of_the_whole_prompt(tmp_path):
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from harness.models.synthetic.qwen import qwen_tokenizer
+
+    qwen_tokenizer(tmp_path, {"max_position_embeddings": 512})
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    for digit in ("0", "1"):
+        assert len(tok(digit, add_special_tokens=False)["input_ids"]) == 1
+    for q, d in input_set("mxbai-rerank-v2-pairs").items:
+        ids = mxbai_input_ids(tok, *mxbai_fields(q, d))
+        assert ids == tok(q + d)["input_ids"] and len(ids) < 512

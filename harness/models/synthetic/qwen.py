@@ -86,6 +86,7 @@ register(
             "Qwen2ForSequenceClassification",
             "Qwen2ForRewardModel",
             "Qwen2ForProcessRewardModel",
+            "Qwen2ForCausalLM",  # an LLM as a "0"/"1" reranker (mxbai-rerank-v2)
         ),
     ),
 )

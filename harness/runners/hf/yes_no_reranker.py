@@ -109,3 +109,96 @@ def _yes_no_reranker(runner: HFRunner, items: list, options: dict) -> list[np.nd
             score = yes_probability(logits, no_id, yes_id)
             out.append(np.asarray([float(score)], dtype=np.float32))
     return out
+
+
+# mxbai-rerank-v2 (a Qwen2ForCausalLM), from its own published code, not from vLLM: the package
+# mixedbread-ai/mxbai-rerank, mxbai_rerank/mxbai_rerank_v2.py (read through the `search` tool's
+# code index): MxbaiRerankV2's sep, query_prompt, doc_prompt, task_prompt and chat_template; its
+# prepare_inputs (no instruction): prefix + ids("query: {query}") + ids(sep) + ids("document:
+# {document}") + ids(sep) + ids(task_prompt) + ids(suffix), each tokenized apart without special
+# tokens; its forward: logits[:, -1, id("1")] - logits[:, -1, id("0")], whose sigmoid is the
+# relevance (its predictions are sigmoid(logits) > 0.5). Not followed: its left-padded batches
+# and its length limits (one unpadded forward per pair; `truncate` refused).
+MXBAI_SEP = "\n"
+MXBAI_TASK = (
+    "You are a search relevance expert who evaluates how well documents match search queries. "
+    "For each query-document pair, carefully analyze the semantic relationship between them, "
+    "then provide your binary relevance judgment (0 for not relevant, 1 for relevant).\n"
+    "Relevance:"
+)
+MXBAI_PREFIX = (
+    "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+    "<|im_end|>\n<|im_start|>user\n"
+)
+MXBAI_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n"
+_MXBAI_QUERY = re.compile(r"query: (?P<query>.*)\n", re.DOTALL)
+_MXBAI_DOCUMENT = re.compile(r"document: (?P<doc>.*)\n", re.DOTALL)
+
+
+def mxbai_fields(query: str, document: str) -> tuple[str, str]:
+    """(query, document) of a pair in mxbai-rerank-v2's prompt, split in two at the separator
+    between them; any other pair is an error."""
+    tail = MXBAI_TASK + MXBAI_SUFFIX
+    q = (
+        _MXBAI_QUERY.fullmatch(query[len(MXBAI_PREFIX) :])
+        if query.startswith(MXBAI_PREFIX)
+        else None
+    )
+    d = _MXBAI_DOCUMENT.fullmatch(document[: -len(tail)]) if document.endswith(tail) else None
+    if q is None or d is None:
+        raise ValueError(
+            "mxbai-rerank-v2: the pair is not in mxbai-rerank-v2's prompt (query: its prefix + "
+            "'query: ...\\n'; document: 'document: ...\\n' + its task prompt and suffix); use "
+            f"input set mxbai-rerank-v2-pairs. Got {(query[:60], document[-60:])!r}"
+        )
+    return q["query"], d["doc"]
+
+
+def mxbai_input_ids(tokenizer, query: str, doc: str) -> list[int]:
+    """MxbaiRerankV2.prepare_inputs for one pair, no instruction: each part tokenized apart."""
+
+    def ids(text: str) -> list[int]:
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return (
+        ids(MXBAI_PREFIX)
+        + ids(f"query: {query}")
+        + ids(MXBAI_SEP)
+        + ids(f"document: {doc}")
+        + ids(MXBAI_SEP)
+        + ids(MXBAI_TASK)
+        + ids(MXBAI_SUFFIX)
+    )
+
+
+def mxbai_relevance(last_logits, zero_id: int, one_id: int):
+    """MxbaiRerankV2.forward's logit (logit "1" - logit "0") through its sigmoid."""
+    import torch
+
+    return torch.sigmoid(last_logits[..., one_id] - last_logits[..., zero_id])
+
+
+@recipe("mxbai-rerank-v2")
+def _mxbai_rerank_v2(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """(query, document) in mxbai-rerank-v2's prompt -> sigmoid(logit "1" - logit "0") of the
+    causal LM at the last position. One pair per forward."""
+    import torch
+
+    if options.get("truncate"):
+        raise ValueError("mxbai-rerank-v2 does not implement truncate")
+    assert runner.req is not None
+    model = runner.auto_model("AutoModelForCausalLM")
+    tok = runner.tokenizer()
+    one = tok("1", add_special_tokens=False)["input_ids"]
+    zero = tok("0", add_special_tokens=False)["input_ids"]
+    if len(one) != 1 or len(zero) != 1:
+        raise ValueError("mxbai-rerank-v2: '1' and '0' are not single tokens of this tokenizer")
+    out = []
+    with torch.inference_mode():
+        for query, document in items:
+            ids = mxbai_input_ids(tok, *mxbai_fields(query, document))
+            runner.note_tokens(ids)
+            logits = model(torch.tensor([ids], device=runner.req.device)).logits[0, -1]
+            score = mxbai_relevance(logits, zero[0], one[0])
+            out.append(np.asarray([float(score)], dtype=np.float32))
+    return out

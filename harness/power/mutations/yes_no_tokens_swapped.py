@@ -1,12 +1,12 @@
 """An original LLM reranker converted with its "yes" and "no" rows swapped: the score row becomes
-lm_head[no] - lm_head[yes], every score 1 - P(yes) (Qwen3-Reranker, mxbai-rerank-v2)."""
+lm_head[no] - lm_head[yes], every score 1 - P(yes) (Qwen3-Reranker; mxbai-rerank-v2's "0", "1")."""
 
 TARGETS = ">=0.32,<0.33"
 BUG_CLASS = "head"
 REPLAYS = None
 MODULE = "vllm.model_executor.models.adapters"
 FILES = ["vllm/model_executor/models/adapters.py"]
-CASES = ["*yes-no*"]
+CASES = ["*yes-no*", "*mxbai*"]
 MATRIX = "matrices/extended.yaml"
 
 

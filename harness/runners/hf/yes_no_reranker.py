@@ -1,5 +1,6 @@
-"""The recipe of an LLM used as a reranker through its "yes"/"no" logits (Qwen3-Reranker): the
-causal LM itself, run by transformers, scored as its model card's own code scores it.
+"""Recipes of LLMs used as rerankers through the logits of two tokens: the causal LM itself, run by
+transformers, scored as the model's own published code scores it. Qwen3-Reranker ("yes"/"no",
+recipe yes-no-reranker) here; mxbai-rerank-v2 ("1"/"0", recipe mxbai-rerank-v2) further down.
 
 From Qwen/Qwen3-Reranker-0.6B's model card, "Transformers Usage"
 (https://huggingface.co/Qwen/Qwen3-Reranker-0.6B; the hub is not reachable here: read through the

@@ -122,6 +122,62 @@ def _long_document_query_pairs() -> tuple[Item, ...]:
     return tuple((d, q) for q, d in _long_query_document_pairs())
 
 
+# Qwen3-Reranker's prompt (its model card, https://huggingface.co/Qwen/Qwen3-Reranker-0.6B),
+# split in two as vLLM's own example sends it to the score API
+# (examples/offline_inference/qwen3_reranker.py, query_template and document_template): the query
+# carries the chat prefix, the instruction and the query, the document carries the document and
+# the assistant's empty think block. Only how the text is sent comes from vLLM; the reference
+# (harness/runners/hf/yes_no_reranker.py) transcribes the card's transformers usage on its own,
+# and the token-id check holds the two to the same ids.
+QWEN3_RERANKER_PREFIX = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query "
+    'and the Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n'
+    "<|im_start|>user\n"
+)
+QWEN3_RERANKER_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+QWEN3_RERANKER_INSTRUCTION = (
+    "Given a web search query, retrieve relevant passages that answer the query"
+)
+
+
+def _qwen3_reranker_pairs() -> tuple[Item, ...]:
+    """query-document-pairs in Qwen3-Reranker's prompt, split as vLLM's example splits it:
+    (prefix + "<Instruct>: {instruction}\\n<Query>: {query}\\n", "<Document>: {doc}" + suffix)."""
+    return tuple(
+        (
+            f"{QWEN3_RERANKER_PREFIX}<Instruct>: {QWEN3_RERANKER_INSTRUCTION}\n<Query>: {q}\n",
+            f"<Document>: {d}{QWEN3_RERANKER_SUFFIX}",
+        )
+        for q, d in _query_document_pairs()
+    )
+
+
+# mxbai-rerank-v2's prompt (its published code, mixedbread-ai/mxbai-rerank's
+# mxbai_rerank_v2.py: chat prefix, "query: ...", separator, "document: ...", separator, task
+# prompt, chat suffix), split in two at the separator between query and document, as vLLM's
+# score API joins an LLM reranker's pair (query + document). The recipe
+# (harness/runners/hf/yes_no_reranker.py) transcribes the same code on its own.
+MXBAI_RERANK_V2_PREFIX = (
+    "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+    "<|im_end|>\n<|im_start|>user\n"
+)
+MXBAI_RERANK_V2_TAIL = (
+    "You are a search relevance expert who evaluates how well documents match search queries. "
+    "For each query-document pair, carefully analyze the semantic relationship between them, "
+    "then provide your binary relevance judgment (0 for not relevant, 1 for relevant).\n"
+    "Relevance:<|im_end|>\n<|im_start|>assistant\n"
+)
+
+
+def _mxbai_rerank_v2_pairs() -> tuple[Item, ...]:
+    """query-document-pairs in mxbai-rerank-v2's prompt (no instruction):
+    (prefix + "query: {query}\\n", "document: {doc}\\n" + task prompt + suffix)."""
+    return tuple(
+        (f"{MXBAI_RERANK_V2_PREFIX}query: {q}\n", f"document: {d}\n{MXBAI_RERANK_V2_TAIL}")
+        for q, d in _query_document_pairs()
+    )
+
+
 def _adversarial_texts() -> tuple[Item, ...]:
     """Inputs where engines break: scripts and normalisation, whitespace, text that spells special
     tokens, duplicates and equal lengths in one batch, and one token beside a long input."""
@@ -209,6 +265,8 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "query-document-pairs": (1, _query_document_pairs),
     "long-query-document-pairs": (1, _long_query_document_pairs),
     "long-document-query-pairs": (1, _long_document_query_pairs),
+    "qwen3-reranker-pairs": (1, _qwen3_reranker_pairs),
+    "mxbai-rerank-v2-pairs": (1, _mxbai_rerank_v2_pairs),
     "math-steps": (1, _math_steps),
     "adversarial-texts": (1, _adversarial_texts),
     "adversarial-pairs": (1, _adversarial_pairs),

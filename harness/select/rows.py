@@ -153,7 +153,12 @@ class CaseFacts:
 
 
 def case_architecture(case: Case, base_dir: Path) -> str | None:
-    """The architecture vLLM reads from the case's config.json (a synthetic case names it)."""
+    """The architecture vLLM runs: the case's `hf_overrides` architectures where it gives them
+    (e.g. an original Qwen3-Reranker, a Qwen3ForCausalLM, run as Qwen3ForSequenceClassification
+    through adapters.py), else the one it reads from config.json (a synthetic case names it)."""
+    overridden = (case.engine.get("hf_overrides") or {}).get("architectures")
+    if overridden:
+        return overridden[0]
     if isinstance(case.model, SyntheticModel):
         return case.model.arch
     from harness.models.resolve import stored_model_dir

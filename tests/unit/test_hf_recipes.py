@@ -58,6 +58,8 @@ ADDED = {
     "bge-m3-colbert": 1,
     "bge-m3-dense-and-sparse": 1,
     "splade-max": 1,
+    "yes-no-reranker": 1,
+    "mxbai-rerank-v2": 1,
 }
 
 

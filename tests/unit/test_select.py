@@ -20,6 +20,7 @@ FAKE_VLLM = {
     "vllm/model_executor/models/registry.py": (
         '_EMBEDDING_MODELS = {"BertModel": ("bert", "BertEmbeddingModel")}\n'
         '_TEXT_GENERATION_MODELS = {"Qwen2ForCausalLM": ("qwen2", "Qwen2ForCausalLM"),\n'
+        '                           "Qwen3ForCausalLM": ("qwen3", "Qwen3ForCausalLM"),\n'
         '                           "LlamaForCausalLM": ("llama", "LlamaForCausalLM")}\n'
         '_LATE_INTERACTION_MODELS = {"HF_ColBERT": ("colbert", "ColBERTModel")}\n'
     ),
@@ -30,6 +31,7 @@ FAKE_VLLM = {
     "vllm/model_executor/models/colbert.py": "from vllm.model_executor.models.bert import BertModel\n",
     "vllm/model_executor/models/qwen2.py": "def f():\n    from .utils import y\n",
     "vllm/model_executor/models/llama.py": "",
+    "vllm/model_executor/models/qwen3.py": "",
     # read by name (vllm/config/), imported by no model module: MODELS_CONFIG_MAP's keys decide
     "vllm/model_executor/models/config.py": "class Fix:\n    pass\nclass ColFix(Fix):\n    pass\n"
     'MODELS_CONFIG_MAP = {"HF_ColBERT": ColFix,\n'
@@ -115,6 +117,25 @@ def test_model_file_selects_the_cases_whose_module_imports_it(matrix, fake_vllm)
     }
     sel = select(matrix, matrix.cases, ["vllm/model_executor/models/llama.py"], "vllm", fake_vllm)
     assert not sel.rows and "no case" in sel.effects[0].reason
+
+
+def test_an_hf_overrides_architecture_is_the_one_selected_by(write_matrix, fake_vllm):
+    """vLLM runs `hf_overrides.architectures`, not config.json's: an original LLM reranker (a
+    causal LM converted at load to *ForSequenceClassification) is selected by adapters.py."""
+    text = MATRIX.replace("families: {f: {}}\n", "") + (
+        "  - id: qwen3-yes-no\n"
+        "    task: score\n"
+        "    family: f\n"
+        "    inputs: query-document-pairs\n"
+        "    model: {source: synthetic, arch: Qwen3ForCausalLM, seed: 3}\n"
+        "    engine: {hf_overrides: {architectures: [Qwen3ForSequenceClassification]}}\n"
+        "families: {f: {}}\n"
+    )
+    m = load_matrix(write_matrix(text))
+    assert _case_ids(_rows(m, fake_vllm, "vllm/model_executor/models/adapters.py")) == {
+        "qwen2-rerank",
+        "qwen3-yes-no",
+    }
 
 
 def test_models_config_py_selects_the_architectures_its_map_names(matrix, fake_vllm):

@@ -86,6 +86,7 @@ register(
             "Qwen2ForSequenceClassification",
             "Qwen2ForRewardModel",
             "Qwen2ForProcessRewardModel",
+            "Qwen2ForCausalLM",  # an LLM as a "0"/"1" reranker (mxbai-rerank-v2)
         ),
     ),
 )
@@ -97,6 +98,8 @@ register(
         model_type="qwen3",
         config=dict(_QWEN_BASE, head_dim=32),
         tokenizer=qwen_tokenizer,
-        archs=("Qwen3Model", "Qwen3ForSequenceClassification"),
+        # Qwen3ForCausalLM: an LLM as a yes/no reranker (Qwen3-Reranker), whose "yes" and "no"
+        # are single tokens of this vocabulary (words.txt); the chat tokens are QWEN_SPECIALS
+        archs=("Qwen3Model", "Qwen3ForSequenceClassification", "Qwen3ForCausalLM"),
     ),
 )

@@ -12,9 +12,9 @@ from typing import Callable, Union
 import numpy as np
 
 DATA = Path(__file__).parent.parent / "data"
-Item = Union[
-    str, tuple, dict
-]  # text, (query, document), or {"image": "<set>/<i>"} (also as a document)
+# text, (query, document), {"image": "<set>/<i>"} (also as a document), or one prompt holding a
+# text and an image: {"text": "...", "image": "<set>/<i>"}
+Item = Union[str, tuple, dict]
 
 
 @dataclass(frozen=True)
@@ -180,6 +180,12 @@ def _texts_and_images() -> tuple[Item, ...]:
     return tuple(x for pair in zip(texts, images) for x in pair)
 
 
+def _texts_with_images() -> tuple[Item, ...]:
+    # one prompt each holding a caption AND an image (what a dual encoder such as CLIP refuses)
+    texts, images = _texts()[:8], _images()
+    return tuple({"text": t, **im} for t, im in zip(texts, images))
+
+
 def _query_image_pairs() -> tuple[Item, ...]:
     # each text query meets 4 images: the one it describes first, then 3 others (rankings are
     # checked)
@@ -214,6 +220,7 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "adversarial-pairs": (1, _adversarial_pairs),
     "synthetic-images": (1, _images),
     "texts-and-images": (1, _texts_and_images),
+    "texts-with-images": (1, _texts_with_images),
     "query-image-pairs": (1, _query_image_pairs),
 }
 INPUT_SET_NAMES = tuple(sorted(_SETS))

@@ -406,11 +406,15 @@ def _vllm_version() -> str:
 
 
 def _prompt(item):
-    """A text prompt as is; an image reference as vLLM's multimodal prompt with an empty text."""
+    """A text prompt as is; an image reference as vLLM's multimodal prompt, with its text when the
+    item holds one ({"text", "image"}), else an empty text."""
     from harness.matrix.images import image, is_image
 
     if is_image(item):
-        return {"prompt": "", "multi_modal_data": {"image": image(item["image"])}}
+        return {
+            "prompt": str(item.get("text", "")),
+            "multi_modal_data": {"image": image(item["image"])},
+        }
     return item
 
 

@@ -27,8 +27,12 @@ BEFORE = {
     "qwen2-vl": {"JinaVLForRanking"},
     "xlm-roberta": {"ColBERTJinaRobertaModel"},
 }
-# added after the split: BGE-M3's own family, SPLADE's masked-LM BERT
-ADDED = {"bge-m3": {"BgeM3EmbeddingModel"}, "bert": {"BertForMaskedLM"}}
+# added after the split: BGE-M3's own family, SPLADE's masked-LM BERT, SigLIP
+ADDED = {
+    "bge-m3": {"BgeM3EmbeddingModel"},
+    "bert": {"BertForMaskedLM"},
+    "siglip": {"SiglipModel"},
+}
 NOW = {k: BEFORE.get(k, set()) | ADDED.get(k, set()) for k in {*BEFORE, *ADDED}}
 
 

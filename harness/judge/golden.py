@@ -116,6 +116,7 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
         ),
         # absent when unset, as dimensions
         **({"truncation_side": case.truncation_side} if case.truncation_side else {}),
+        **({"padding": case.padding} if case.padding else {}),  # absent when unset, as above
         # absent for text: the reference runs token ids or inputs_embeds per item otherwise
         **({"prompt_form": case.prompt_form} if case.prompt_form != "text" else {}),
     }

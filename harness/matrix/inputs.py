@@ -12,9 +12,9 @@ from typing import Callable, Union
 import numpy as np
 
 DATA = Path(__file__).parent.parent / "data"
-Item = Union[
-    str, tuple, dict
-]  # text, (query, document), or {"image": "<set>/<i>"} (also as a document)
+# text, (query, document), {"image": "<set>/<i>"} (also as a document), or one prompt holding a
+# text and an image: {"text": "...", "image": "<set>/<i>"}
+Item = Union[str, tuple, dict]
 
 
 @dataclass(frozen=True)
@@ -236,24 +236,49 @@ def _texts_and_images() -> tuple[Item, ...]:
     return tuple(x for pair in zip(texts, images) for x in pair)
 
 
+def _texts_with_images() -> tuple[Item, ...]:
+    # one prompt each holding a caption AND an image (what a dual encoder such as CLIP refuses)
+    texts, images = _texts()[:8], _images()
+    return tuple({"text": t, **im} for t, im in zip(texts, images))
+
+
+# captions of synthetic images (harness/matrix/images.py), by image index
+_DESCRIPTIONS = (
+    "a smooth colour gradient",
+    "black and white checkerboard squares",
+    "a red circle and a green box",
+    "a blue triangle crossed by a line",
+    "the word cat in black letters",
+    "yellow digits on dark blue",
+)
+_DESCRIBED = (0, 3, 4, 5, 6, 7)
+
+
 def _query_image_pairs() -> tuple[Item, ...]:
     # each text query meets 4 images: the one it describes first, then 3 others (rankings are
     # checked)
-    queries = [
-        "a smooth colour gradient",
-        "black and white checkerboard squares",
-        "a red circle and a green box",
-        "a blue triangle crossed by a line",
-        "the word cat in black letters",
-        "yellow digits on dark blue",
-    ]
-    described = [0, 3, 4, 5, 6, 7]
+    queries, described = _DESCRIPTIONS, _DESCRIBED
     rng = np.random.default_rng(5)
     images = _images()
     pairs = []
     for q, own in zip(queries, described):
         others = rng.choice([j for j in range(len(images)) if j != own], 3, replace=False)
         pairs += [(q, images[j]) for j in [own, *others]]
+    return tuple(pairs)
+
+
+def _image_query_pairs() -> tuple[Item, ...]:
+    # each image query meets 4 documents: the caption describing it first, another caption, then
+    # 2 other images (seeded): image->text and image->image pairs, two images in one prompt
+    captions = dict(zip(_DESCRIBED, _DESCRIPTIONS))
+    rng = np.random.default_rng(6)
+    images = _images()
+    pairs = []
+    for own in (0, 3, 5, 6):
+        other_caption = captions[int(rng.choice([j for j in captions if j != own]))]
+        others = rng.choice([j for j in range(len(images)) if j != own], 2, replace=False)
+        docs = [captions[own], other_caption, *(images[j] for j in others)]
+        pairs += [(images[own], d) for d in docs]
     return tuple(pairs)
 
 
@@ -272,7 +297,9 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "adversarial-pairs": (1, _adversarial_pairs),
     "synthetic-images": (1, _images),
     "texts-and-images": (1, _texts_and_images),
+    "texts-with-images": (1, _texts_with_images),
     "query-image-pairs": (1, _query_image_pairs),
+    "image-query-pairs": (1, _image_query_pairs),
 }
 INPUT_SET_NAMES = tuple(sorted(_SETS))
 

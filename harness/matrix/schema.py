@@ -284,6 +284,10 @@ class Case(_Strict):
     # which side `truncate` cuts, asked per request (vLLM's truncation_side): `left` keeps the
     # last `truncate` tokens of the whole encoded prompt (a pair's included), special tokens too
     truncation_side: Literal["left", "right"] | None = None
+    # `max_length`: texts padded to the model's maximum length, as models trained on padded texts
+    # are used (SigLIP); vLLM is asked for it per request (tokenization_kwargs padding), the
+    # reference recipe must be one that pads (e.g. siglip-embed, per its model card)
+    padding: Literal["max_length"] | None = None
     # the outcome expected instead of outputs, e.g. {refused: "maximum context length"}
     expect: Expect | None = None
     # embed: keep this many leading dimensions (Matryoshka): the reference is sentence-transformers'

@@ -294,6 +294,8 @@ class Executor:
             options["truncate"] = case.truncate
         if case.truncation_side:
             options["truncation_side"] = case.truncation_side
+        if case.padding:
+            options["padding"] = case.padding
         if case.expect is not None and case.expect.refused:
             options["expect_refusal"] = True
         if case.dimensions:

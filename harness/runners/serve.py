@@ -408,6 +408,8 @@ class ServeRunner:
             item = [ids_sent]
         elif form != "text":
             raise ValueError(f"the vllm-serve runner sends text and token ids, not {form!r}")
+        if options.get("padding"):
+            raise ValueError("the vllm-serve runner does not implement a case's padding")
         trunc = (
             {"truncate_prompt_tokens": int(options["truncate"])} if options.get("truncate") else {}
         )

@@ -370,13 +370,16 @@ _COMBINED_IDS = itertools.count()
 
 def truncation_kwargs(options: dict[str, Any]) -> dict[str, Any] | None:
     """vLLM's tokenization_kwargs for a case's truncation: `truncate_prompt_tokens` (N, or -1 for
-    max_model_len) and, when the case names one, the request's `truncation_side`."""
-    if not options.get("truncate"):
-        return None
-    tok: dict[str, Any] = {"truncate_prompt_tokens": int(options["truncate"])}
-    if options.get("truncation_side"):
-        tok["truncation_side"] = str(options["truncation_side"])
-    return tok
+    max_model_len) and, when the case names one, the request's `truncation_side`; for a case's
+    `padding: max_length`, `padding` (vLLM pads to max_model_len, after any truncation)."""
+    tok: dict[str, Any] = {}
+    if options.get("truncate"):
+        tok["truncate_prompt_tokens"] = int(options["truncate"])
+        if options.get("truncation_side"):
+            tok["truncation_side"] = str(options["truncation_side"])
+    if options.get("padding"):
+        tok["padding"] = str(options["padding"])
+    return tok or None
 
 
 def _meta(output, sent: dict | None = None) -> dict[str, Any]:
@@ -406,11 +409,15 @@ def _vllm_version() -> str:
 
 
 def _prompt(item):
-    """A text prompt as is; an image reference as vLLM's multimodal prompt with an empty text."""
+    """A text prompt as is; an image reference as vLLM's multimodal prompt, with its text when the
+    item holds one ({"text", "image"}), else an empty text."""
     from harness.matrix.images import image, is_image
 
     if is_image(item):
-        return {"prompt": "", "multi_modal_data": {"image": image(item["image"])}}
+        return {
+            "prompt": str(item.get("text", "")),
+            "multi_modal_data": {"image": image(item["image"])},
+        }
     return item
 
 

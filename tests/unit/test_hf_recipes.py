@@ -51,23 +51,29 @@ BEFORE = {
 }
 
 
-# recipes added after the split (each a module of its own, no default claimed)
+# recipes added after the split (each a module of its own)
 ADDED = {
     "bge-m3-dense": 1,
     "bge-m3-sparse": 1,
     "bge-m3-colbert": 1,
     "bge-m3-dense-and-sparse": 1,
     "splade-max": 1,
+<<<<<<< HEAD
     "yes-no-reranker": 1,
     "mxbai-rerank-v2": 1,
+=======
+    "siglip-embed": 1,
+>>>>>>> mm28
 }
+# the defaults they claim (for their own architecture only)
+ADDED_BY_ARCH = {("SiglipModel", "embed"): "siglip-embed"}
 
 
 def test_the_split_kept_every_recipe_version_and_default():
     assert hf.RECIPE_VERSIONS == {**BEFORE["versions"], **ADDED}
     assert set(hf.RECIPES) == set(BEFORE["versions"]) | set(ADDED)
     assert hf.DEFAULT_RECIPE == BEFORE["by_task"]
-    assert hf.DEFAULT_RECIPE_BY_ARCH == BEFORE["by_arch"]
+    assert hf.DEFAULT_RECIPE_BY_ARCH == {**BEFORE["by_arch"], **ADDED_BY_ARCH}
     assert hf.resolve_recipe("score", "ColPaliForRetrieval", None) == "colpali-maxsim"
     assert hf.resolve_recipe("score", "BertForSequenceClassification", None) == "st-cross-encoder"
     assert hf.resolve_recipe("score", "JinaVLForRanking", "colbert-maxsim") == "colbert-maxsim"

@@ -27,12 +27,13 @@ BEFORE = {
     "qwen2-vl": {"JinaVLForRanking"},
     "xlm-roberta": {"ColBERTJinaRobertaModel"},
 }
-# added after the split: BGE-M3's own family, SPLADE's masked-LM BERT, the LLM rerankers
+# added after the split: BGE-M3's own family, SPLADE's masked-LM BERT, the LLM rerankers, SigLIP
 ADDED = {
     "bge-m3": {"BgeM3EmbeddingModel"},
     "bert": {"BertForMaskedLM"},
     "qwen3": {"Qwen3ForCausalLM"},  # Qwen3-Reranker's yes/no-logit causal LM
     "qwen2": {"Qwen2ForCausalLM"},  # mxbai-rerank-v2's 0/1-logit causal LM
+    "siglip": {"SiglipModel"},
 }
 NOW = {k: BEFORE.get(k, set()) | ADDED.get(k, set()) for k in {*BEFORE, *ADDED}}
 

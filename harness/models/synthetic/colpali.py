@@ -10,7 +10,7 @@ from harness.models.synthetic import DATA, ArchFamily, add_merge_chain, register
 _GEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<image>"]
 
 
-def _gemma_vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
+def gemma_vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
     """Gemma's byte-fallback BPE without training: the specials, the 256 `<0xNN>` byte tokens, a
     literal "\n" (PaliGemma prompts end in one: vLLM looks it up), "▁" and single characters,
     one merge chain per word (ColPali's prompt words first), then PaliGemma's `<locNNNN>` and
@@ -42,7 +42,7 @@ def _colpali_tokenizer_and_processor(out: Path, config: dict) -> None:
     from transformers import ColPaliProcessor, GemmaTokenizer
     from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
 
-    vocab, merges = _gemma_vocab_and_merges()
+    vocab, merges = gemma_vocab_and_merges()
     tok = GemmaTokenizer(
         vocab=vocab,
         merges=merges,
@@ -60,7 +60,7 @@ def _colpali_tokenizer_and_processor(out: Path, config: dict) -> None:
 
 
 def _colpali_config() -> dict:
-    vocab, _ = _gemma_vocab_and_merges()
+    vocab, _ = gemma_vocab_and_merges()
     text = dict(
         model_type="gemma",
         vocab_size=len(vocab),

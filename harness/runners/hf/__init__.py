@@ -29,6 +29,7 @@ _VERSIONS: dict[str, int] = {}
 _BY_TASK: dict[str, str] = {}  # task -> its default recipe
 _BY_ARCH: dict[tuple[str, str], str] = {}  # (config architecture, task) -> its default recipe
 _SIDED: set[str] = set()  # recipes that implement a case's `truncation_side`
+_PADDED: set[str] = set()  # recipes that pad texts to max_length (a case's `padding`)
 LAZY = {
     "RECIPES": _RECIPES,
     "RECIPE_VERSIONS": _VERSIONS,
@@ -42,13 +43,15 @@ def recipe(
     version: int = 1,
     default_for: Iterable[str | tuple[str, str]] = (),
     truncation_side: bool = False,
+    padding: bool = False,
 ) -> Callable[[Recipe], Recipe]:
     """Register a reference recipe. Bump `version` whenever what it computes changes: goldens
     record it and are refused when it differs. `default_for` names what runs it when a case
     names no `reference`: a task ("embed": every model's default for the task) or an
     (architecture, task) pair (a model whose config.json names that architecture; it wins over
     the task's default). `truncation_side`: the recipe implements the option of that name (a
-    case naming it on another recipe is refused, never silently ignored)."""
+    case naming it on another recipe is refused, never silently ignored). `padding`: the recipe
+    pads texts to max_length (a case's `padding: max_length`; refused on any other recipe)."""
 
     def deco(fn: Recipe) -> Recipe:
         where = f"{fn.__module__}.{fn.__qualname__}"
@@ -74,6 +77,8 @@ def recipe(
         _VERSIONS[name] = version
         if truncation_side:
             _SIDED.add(name)
+        if padding:
+            _PADDED.add(name)
         return fn
 
     return deco
@@ -231,6 +236,11 @@ class HFRunner:
             raise ValueError(
                 f"reference recipe {name!r} does not implement truncation_side; recipes that "
                 f"do: {sorted(_SIDED)}"
+            )
+        if options.get("padding") and name not in _PADDED:
+            raise ValueError(
+                f"reference recipe {name!r} does not pad texts to max_length (the case's "
+                f"padding); recipes that do: {sorted(_PADDED)}"
             )
         if options.get("truncate") == -1:  # as tokenizer(truncation=True) without max_length
             options = {**options, "truncate": self.model_max_length()}

@@ -16,6 +16,12 @@ def _clip_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray
 
     from harness.matrix.images import image, is_image
 
+    mixed = [it for it in items if is_image(it) and it.get("text")]
+    if mixed:
+        raise ValueError(
+            "CLIP embeds a text or an image, never both in one prompt: no reference for "
+            f"{len(mixed)} item(s), e.g. {str(mixed[0])[:80]!r}"
+        )
     assert runner.req is not None
     model = runner.auto_model("CLIPModel")
     proc = runner.loaded(

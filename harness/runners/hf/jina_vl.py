@@ -12,7 +12,8 @@ from harness.runners.hf import HFRunner, recipe, reference_model
 # `LOGIT_BIAS = 2.65` and forward's `torch.sigmoid(pooled_logits - LOGIT_BIAS)`;
 # `self.score_token_id = 100`, appended to every prompt by compute_score; and
 # `formatting_prompts_func`: "**Document**:\n{doc}" + "\n" + "**Query**:\n{query}", an image
-# document as "<|vision_start|><|image_pad|><|vision_end|>". The model card of
+# document (doc_type "image") or an image query (query_type "image") as
+# "<|vision_start|><|image_pad|><|vision_end|>". The model card of
 # jinaai/jina-reranker-m0-GGUF states the same prompt and `sigmoid(mlp(h_last) - logit_bias)`.
 # Not followed: compute_score's separate query/document length limits (`truncate` cuts the prompt).
 JINA_VL_LOGIT_MEAN = 2.65
@@ -23,9 +24,10 @@ JINA_VL_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
 @recipe("jina-vl-rerank", default_for=[("JinaVLForRanking", "score")])
 def _jina_vl_rerank(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """(query, document) -> sigmoid(score head(last token) - 2.65) over the prompt
-    `**Document**:\n{document}\n**Query**:\n{query}` + token 100, where an image document is the
-    vision placeholder, its image pad expanded to one token per merged patch (grid_t*h*w / merge^2).
-    One pair per forward."""
+    `**Document**:\n{document}\n**Query**:\n{query}` + token 100, where an image document or an
+    image query is the vision placeholder, its image pad expanded to one token per merged patch
+    (grid_t*h*w / merge^2); the images go to the model in the prompt's order (the document's
+    first). One pair per forward."""
     import torch
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
@@ -45,16 +47,17 @@ def _jina_vl_rerank(runner: HFRunner, items: list, options: dict) -> list[np.nda
     with torch.inference_mode():
         for query, doc in items:
             kw = {}
+            parts = [JINA_VL_IMAGE if is_image(x) else x for x in (doc, query)]
             ids = tok(
-                f"**Document**:\n{JINA_VL_IMAGE if is_image(doc) else doc}\n**Query**:\n{query}",
+                f"**Document**:\n{parts[0]}\n**Query**:\n{parts[1]}",
                 truncation=bool(options.get("truncate")),
                 max_length=options.get("truncate"),
             )["input_ids"]
-            if is_image(doc):
-                enc = images(images=[image(doc["image"])], return_tensors="pt")
-                n = int(enc["image_grid_thw"][0].prod()) // images.merge_size**2
-                i = ids.index(pad)
-                ids = ids[:i] + [pad] * n + ids[i + 1 :]
+            pictures = [image(x["image"]) for x in (doc, query) if is_image(x)]  # prompt order
+            if pictures:
+                enc = images(images=pictures, return_tensors="pt")
+                grids = [[int(v) for v in g] for g in enc["image_grid_thw"]]
+                ids = expand_image_pads(ids, pad, grids, images.merge_size)
                 kw = {
                     "pixel_values": enc["pixel_values"].to(
                         runner.req.device, model.score[0].weight.dtype
@@ -66,4 +69,20 @@ def _jina_vl_rerank(runner: HFRunner, items: list, options: dict) -> list[np.nda
             out.append(
                 np.asarray([float(torch.sigmoid(logit - JINA_VL_LOGIT_MEAN))], dtype=np.float32)
             )
+    return out
+
+
+def expand_image_pads(ids: list[int], pad: int, grids: list[list[int]], merge: int) -> list[int]:
+    """The prompt's image pads, each expanded in order to its image's tokens: one per merged
+    patch, grid_t*h*w / merge^2 (the i-th pad belongs to the i-th image)."""
+    if ids.count(pad) != len(grids):
+        raise ValueError(f"{ids.count(pad)} image pad(s) in the prompt for {len(grids)} image(s)")
+    out: list[int] = []
+    it = iter(grids)
+    for t in ids:
+        if t == pad:
+            t_, h, w = next(it)
+            out += [pad] * (t_ * h * w // merge**2)
+        else:
+            out.append(t)
     return out

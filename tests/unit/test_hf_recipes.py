@@ -58,12 +58,9 @@ ADDED = {
     "bge-m3-colbert": 1,
     "bge-m3-dense-and-sparse": 1,
     "splade-max": 1,
-<<<<<<< HEAD
     "yes-no-reranker": 1,
     "mxbai-rerank-v2": 1,
-=======
     "siglip-embed": 1,
->>>>>>> mm28
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {("SiglipModel", "embed"): "siglip-embed"}

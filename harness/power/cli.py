@@ -9,7 +9,12 @@ import time
 from pathlib import Path
 
 from harness.power import catalogue, report
-from harness.power.runner import run_power
+from harness.power.runner import other_matrix, run_power
+
+
+def declared_for(mutations: list, matrix: str) -> list:
+    """The mutations written for this matrix's cases: MATRIX names it."""
+    return [m for m in mutations if m.matrix is not None and other_matrix(m, matrix) is None]
 
 
 def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -43,6 +48,11 @@ def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.Argument
         help="lean (default): a mutation of engine-side code runs its offline rows, not its "
         "`vllm serve` rows (the same engine code behind a server start); all: every row",
     )
+    ap.add_argument(
+        "--declared",
+        action="store_true",
+        help="only the mutations whose MATRIX is this matrix (the ones written for its cases)",
+    )
     ap.add_argument("--list", action="store_true", help="print the catalogue and exit")
     return ap
 
@@ -54,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     except catalogue.CatalogueError as e:
         print(f"parity power: {e}", file=sys.stderr)
         return 2
+    if args.declared:
+        mutations = declared_for(mutations, args.matrix)
+        if not mutations:
+            print(f"parity power: no mutation declares MATRIX = {args.matrix!r}", file=sys.stderr)
+            return 2
     if args.list:
         for m in mutations:
             print(f"{m.name:<40} {m.bug_class:<36} {m.replays or '-':<12} {m.needs or ''} {m.doc}")

@@ -284,3 +284,16 @@ def test_a_selection_that_fails_errors_that_mutation_only(tmp_path):
     assert a.status == "error" and "boom" in a.reason
     assert b.status == "caught"
     assert report.exit_code([a, b]) == 1
+
+
+def test_declared_picks_the_mutations_written_for_a_matrix():
+    from dataclasses import replace
+
+    from harness.power.cli import declared_for, main
+
+    ext = replace(MUT, name="e", matrix="matrices/extended.yaml")
+    anywhere = replace(MUT, name="a")
+    assert declared_for([ext, anywhere], "matrices/extended.yaml") == [ext]
+    assert declared_for([ext, anywhere], "matrices/pooling.yaml") == []
+    assert main(["--declared", "-m", "matrices/pooling.yaml", "--list"]) == 2
+    assert main(["--declared", "-m", "matrices/extended.yaml", "--list"]) == 0

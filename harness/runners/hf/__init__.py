@@ -232,6 +232,11 @@ class HFRunner:
                 f"reference recipe {name!r} does not implement truncation_side; recipes that "
                 f"do: {sorted(_SIDED)}"
             )
+        if options.get("prompt_name") and name != "st-embed":
+            raise ValueError(
+                f"reference recipe {name!r} does not implement prompt_name (a "
+                f"sentence-transformers prompt); st-embed does"
+            )
         if options.get("truncate") == -1:  # as tokenizer(truncation=True) without max_length
             options = {**options, "truncate": self.model_max_length()}
         outs = _RECIPES[name](self, items, options)

@@ -5,7 +5,8 @@ BUG_CLASS = "head"
 REPLAYS = None
 MODULE = "vllm.model_executor.models.adapters"
 FILES = ["vllm/model_executor/models/adapters.py"]
-CASES = ["bert-tiny-st-dense-embed"]  # the ST Dense stack (Tanh then Identity)
+# the ST Dense stack (Tanh then Identity) and the recorded use_residual divergence (Tanh)
+CASES = ["bert-tiny-st-dense-embed", "bert-tiny-st-dense-residual-embed"]
 MATRIX = "matrices/extended.yaml"
 
 

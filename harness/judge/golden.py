@@ -119,6 +119,8 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
         **({"padding": case.padding} if case.padding else {}),  # absent when unset, as above
         # absent for text: the reference runs token ids or inputs_embeds per item otherwise
         **({"prompt_form": case.prompt_form} if case.prompt_form != "text" else {}),
+        # absent when unset: encode(prompt_name=...) prefixes the model's prompt
+        **({"prompt_name": case.prompt_name} if case.prompt_name else {}),
     }
 
 

@@ -50,6 +50,20 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class StDense(_Strict):
+    """A sentence-transformers Dense module (`sentence_transformers.models.Dense`): Linear then
+    its activation, applied to the pooled vector (EmbeddingGemma saves two, Identity, no bias).
+    Its weights are seeded like the backbone's; `in_features` is the previous module's width."""
+
+    out_features: int = Field(gt=0)
+    bias: bool = True
+    # a torch.nn.Module class path, as sentence-transformers saves it; its own default is Tanh
+    activation_function: str = "torch.nn.modules.activation.Tanh"
+    # Dense(use_residual=True) (sentence-transformers >= 5.7): the output plus the input (projected
+    # by a bias-free Linear when the widths differ); written to the config only when true
+    use_residual: bool = False
+
+
 class SyntheticModel(_Strict):
     """A tiny checkpoint the harness builds itself from seeded numpy weights."""
 
@@ -60,8 +74,28 @@ class SyntheticModel(_Strict):
     # sentence-transformers modules saved beside the weights (pooling + normalize)
     pooling: Literal["mean", "cls", "lasttoken"] | None = None
     normalize: bool = False
+    # sentence-transformers Dense modules between Pooling and Normalize, in order (needs pooling)
+    dense: list[StDense] = Field(default_factory=list)
+    # config_sentence_transformers.json: prompts by name ({"query": "query: "}) and the prompt
+    # sentence-transformers' encode applies when it is given no prompt_name
+    prompts: dict[str, str] = Field(default_factory=dict)
+    default_prompt_name: str | None = None
     # tokenizer variations, e.g. {append_eos: true} to reproduce the EOS == pad divergence
     tokenizer: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _st_modules_need_pooling(self) -> "SyntheticModel":
+        if (self.dense or self.prompts) and self.pooling is None:
+            raise ValueError(
+                "dense / prompts are sentence-transformers modules: they need `pooling` "
+                "(the modules.json they are written into)"
+            )
+        if self.default_prompt_name is not None and self.default_prompt_name not in self.prompts:
+            raise ValueError(
+                f"default_prompt_name {self.default_prompt_name!r} is not one of the prompts "
+                f"{sorted(self.prompts)}"
+            )
+        return self
 
 
 class PackageModel(_Strict):
@@ -297,6 +331,11 @@ class Case(_Strict):
     # how each text is sent (harness.matrix.prompt_forms): text, the tokenizer's token ids,
     # prompt embeddings (the model's input embeddings of those ids), or mixed in one batch
     prompt_form: PromptForm = "text"
+    # embed: a sentence-transformers prompt by name (the model's config_sentence_transformers.json
+    # `prompts`): the reference is encode(prompt_name=...); vLLM's offline runners are sent the
+    # prompt + text (LLM.embed takes no prompt name in 0.32); its server runners ask /v2/embed
+    # with input_type=<name>, which vLLM resolves from that file itself
+    prompt_name: str | None = None
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.matrix.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
@@ -417,6 +456,11 @@ class Case(_Strict):
                 )
             if self.checks or self.divergence is not None:
                 raise ValueError("expect.refused: a refusal case takes no checks and no divergence")
+        if self.prompt_name is not None and (self.task != "embed" or self.prompt_form != "text"):
+            raise ValueError(
+                f"prompt_name applies to task 'embed' sent as text only, not task {self.task!r} "
+                f"with prompt_form {self.prompt_form!r}"
+            )
         _check_prompt_form(self)
         for dtype, tol in self.tolerances.items():
             if tol.k is not None and dtype not in HALF_DTYPES:

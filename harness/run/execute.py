@@ -300,6 +300,8 @@ class Executor:
             options["expect_refusal"] = True
         if case.dimensions:
             options["dimensions"] = case.dimensions
+        if case.prompt_name:
+            options["prompt_name"] = case.prompt_name
         items = list(input_set(case.inputs).items)
         if case.prompt_form != "text":  # what each item is sent as, the reference's too
             options["prompt_forms"] = item_forms(case.prompt_form, len(items))

@@ -50,3 +50,20 @@ def digest(embeds) -> str:
     t = embeds.detach().cpu()
     head = f"{t.dtype}:{list(t.shape)}:".encode()
     return hashlib.sha256(head + t.float().contiguous().numpy().tobytes()).hexdigest()
+
+
+def st_prompt(model_dir: str, name: str) -> str:
+    """The sentence-transformers prompt `name` of a checkpoint (config_sentence_transformers.json
+    `prompts`): what a vLLM user prepends to each text, as the model card asks. A name the model
+    does not define is an error, never an empty prompt."""
+    import json
+    from pathlib import Path
+
+    path = Path(model_dir) / "config_sentence_transformers.json"
+    try:
+        prompts = json.loads(path.read_text()).get("prompts") or {}
+    except (OSError, ValueError) as e:
+        raise ValueError(f"prompt_name {name!r}: cannot read {path}: {e}") from None
+    if name not in prompts:
+        raise ValueError(f"prompt_name {name!r}: {path} has prompts {sorted(prompts)}")
+    return str(prompts[name])

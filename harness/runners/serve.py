@@ -27,7 +27,7 @@ import numpy as np
 
 from harness.engine.target import vllm_provenance
 from harness.runners import LoadRequest, pool
-from harness.runners.prompt_forms import form_of, paired, token_ids
+from harness.runners.prompt_forms import form_of, paired, st_prompt, token_ids
 from harness.runners.serve_decode import ServerFailure, decode_base64, match_rerank, same_length
 
 HOST = "127.0.0.1"
@@ -417,7 +417,25 @@ class ServeRunner:
             trunc["truncation_side"] = str(options["truncation_side"])
         dims = {"dimensions": int(options["dimensions"])} if options.get("dimensions") else {}
         base = {"model": self.model, **trunc}
-        if task == "embed":
+        usage = None
+        if task == "embed" and options.get("prompt_name"):
+            # vLLM's Cohere-style /v2/embed: `input_type` names a prompt of the model's
+            # config_sentence_transformers.json, which the server prepends itself
+            if trunc or form != "text" or options.get("encoding_format", "float") != "float":
+                raise ValueError("prompt_name is sent through /v2/embed: text, float, no truncate")
+            body = {
+                "model": self.model,
+                "texts": [item],
+                "input_type": str(options["prompt_name"]),
+                "embedding_types": ["float"],
+                **({"output_dimension": dims["dimensions"]} if dims else {}),
+            }
+            ans = await self._post(client, "/v2/embed", body, i)
+            out = np.asarray(ans["embeddings"]["float"][0], dtype=np.float32)
+            usage = ((ans.get("meta") or {}).get("billed_units") or {}).get("input_tokens")
+            # the text the server ran: its prompt (read from the same file) + the item
+            item = st_prompt(self.model, str(options["prompt_name"])) + item
+        elif task == "embed":
             fmt = options.get("encoding_format", "float")
             # base64 bytes asked for explicitly as float32, little-endian (vLLM's default is native
             # order)
@@ -445,9 +463,8 @@ class ServeRunner:
         if isinstance(item, str) and not trunc:  # pairs and images: /tokenize takes one text
             tok = await self._post(client, "/tokenize", {"model": self.model, "prompt": item}, i)
             ids = [int(t) for t in tok["tokens"]]
-        usage = (ans.get("usage") or {}).get(
-            "prompt_tokens"
-        )  # what the server says it ran, one prompt here
+        if usage is None:  # what the server says it ran, one prompt here
+            usage = (ans.get("usage") or {}).get("prompt_tokens")
         return out.astype(np.float32), {
             "prompt_token_ids": ids,
             "num_cached_tokens": None,

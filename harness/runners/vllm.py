@@ -14,7 +14,14 @@ from typing import Any, Iterator
 import numpy as np
 
 from harness.runners import LoadRequest, freeze_what_is_alive
-from harness.runners.prompt_forms import digest, form_of, input_embeddings, paired, token_ids
+from harness.runners.prompt_forms import (
+    digest,
+    form_of,
+    input_embeddings,
+    paired,
+    st_prompt,
+    token_ids,
+)
 
 
 def _runner_of_worker(worker) -> list[str]:
@@ -226,6 +233,9 @@ class VllmRunner:
 
         tok = truncation_kwargs(options)
         dims = int(options["dimensions"]) if options.get("dimensions") else None
+        if options.get("prompt_name"):  # LLM.embed takes no prompt name: prefix as users do
+            prompt = st_prompt(self.req.model_dir, str(options["prompt_name"]))
+            items = [prompt + it for it in items]
         self.trace.reset()
         if options.get("expect_refusal"):
             answered = run_expecting_refusal(

@@ -261,6 +261,10 @@ def _vllm_effect(path: str, ctx: Context) -> Effect:
             if used
             else "the vLLM module of no case's architecture imports it"
         )
+        pooled, poolers = _pooler_importers(path, ctx)
+        if poolers:  # e.g. adapters.py's _load_st_projector, the ST Dense of every embed model
+            cases = cases | pooled
+            why += f"; imported by the pooler ({', '.join(poolers)}): the cases of its level"
         if unknown:
             why += f" (selected as well, architecture not known here: {', '.join(unknown)})"
         return Effect(path, "model", why, cases, "vllm")
@@ -334,6 +338,27 @@ def _vllm_effect(path: str, ctx: Context) -> Effect:
             rows,
         )
     return every("unknown", "no narrower rule for this vLLM file: every vLLM row (conservative)")
+
+
+def _pooler_importers(path: str, ctx: Context) -> tuple[frozenset[str], list[str]]:
+    """The pooler files importing a models-package file (directly), and the cases of their
+    pooling level as the pooler rule gives them: a model file the poolers call (adapters.py's
+    sentence-transformers projector loader) reaches models that never import it."""
+    root = ctx.source.root
+    users = sorted(
+        rel
+        for rel in (str(p.relative_to(root)) for p in (root / POOLER).rglob("*.py"))
+        if path in ctx.source.imports(rel)
+    )
+    cases: frozenset[str] = frozenset()
+    for rel in users:
+        if "/seqwise/" in rel:
+            cases |= ctx.ids(lambda c, f: not f.token_level)
+        elif "/tokwise/" in rel:
+            cases |= ctx.ids(lambda c, f: f.token_level)
+        else:
+            cases |= ctx.ids(lambda c, f: True)
+    return cases, users
 
 
 def _config_map_effect(path: str, ctx: Context) -> Effect:

@@ -138,6 +138,20 @@ def test_an_hf_overrides_architecture_is_the_one_selected_by(write_matrix, fake_
     }
 
 
+def test_a_model_file_a_pooler_imports_selects_that_poolers_cases(matrix, fake_vllm):
+    # vLLM 0.32: layers/pooler/seqwise/poolers.py imports adapters._load_st_projector (the
+    # sentence-transformers Dense of every embed model), so BertModel's embed case is reached
+    # though bert.py never imports adapters.py
+    pooler = fake_vllm.root / "vllm/model_executor/layers/pooler/seqwise/poolers.py"
+    pooler.parent.mkdir(parents=True)
+    pooler.write_text("from vllm.model_executor.models.adapters import _load_st_projector\n")
+    sel = select(
+        matrix, matrix.cases, ["vllm/model_executor/models/adapters.py"], "vllm", fake_vllm
+    )
+    assert _case_ids(sel.rows) == {"qwen2-rerank", "bert-embed", "bert-embed@shuffle"}
+    assert "seqwise/poolers.py" in sel.effects[0].reason
+
+
 def test_models_config_py_selects_the_architectures_its_map_names(matrix, fake_vllm):
     sel = select(matrix, matrix.cases, ["vllm/model_executor/models/config.py"], "vllm", fake_vllm)
     assert _case_ids(sel.rows) == {"colbert-tokens"}  # the map's HF_ColBERT (no case is a GteModel)

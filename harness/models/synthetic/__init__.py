@@ -271,13 +271,27 @@ def _write_sentence_transformers(out: Path, spec: SyntheticModel, dim: int, max_
     modules.append(
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}
     )
-    if spec.normalize:
-        (out / "2_Normalize").mkdir()
+    width = dim
+    for layer in spec.dense:  # Dense modules after Pooling, as EmbeddingGemma's 2_Dense, 3_Dense
+        idx = len(modules)
+        _write_st_dense(out / f"{idx}_Dense", spec.seed, idx, width, layer)
         modules.append(
             {
-                "idx": 2,
-                "name": "2",
-                "path": "2_Normalize",
+                "idx": idx,
+                "name": str(idx),
+                "path": f"{idx}_Dense",
+                "type": "sentence_transformers.models.Dense",
+            }
+        )
+        width = layer.out_features
+    if spec.normalize:
+        idx = len(modules)
+        (out / f"{idx}_Normalize").mkdir()
+        modules.append(
+            {
+                "idx": idx,
+                "name": str(idx),
+                "path": f"{idx}_Normalize",
                 "type": "sentence_transformers.models.Normalize",
             }
         )
@@ -285,6 +299,53 @@ def _write_sentence_transformers(out: Path, spec: SyntheticModel, dim: int, max_
     (out / "sentence_bert_config.json").write_text(
         json.dumps({"max_seq_length": max_len, "do_lower_case": False}, indent=2)
     )
+    if spec.prompts:
+        (out / "config_sentence_transformers.json").write_text(
+            json.dumps(
+                {
+                    "prompts": dict(spec.prompts),
+                    "default_prompt_name": spec.default_prompt_name,
+                    "similarity_fn_name": "cosine",
+                },
+                indent=2,
+            )
+        )
+
+
+def _write_st_dense(folder: Path, seed: int, idx: int, in_features: int, layer) -> None:
+    """One sentence-transformers Dense module as its save() writes it: config.json (keys at their
+    default omitted, as Dense.get_config_dict does for use_residual) and model.safetensors with
+    `linear.weight` / `linear.bias` (and `residual.weight` when a residual changes the width).
+    Weights are seeded by (seed, module folder, name), scaled 1/sqrt(in_features) so the output
+    stays O(1) and a Tanh does not saturate."""
+    from safetensors.numpy import save_file
+
+    folder.mkdir()
+    std = 1.0 / float(np.sqrt(in_features))
+    name = f"{idx}_Dense"
+    weights = {
+        "linear.weight": seeded_values(
+            seed, f"{name}.linear.weight", (layer.out_features, in_features), std
+        )
+    }
+    if layer.bias:
+        weights["linear.bias"] = seeded_values(
+            seed, f"{name}.linear.bias", (layer.out_features,), std
+        )
+    if layer.use_residual and layer.out_features != in_features:
+        weights["residual.weight"] = seeded_values(
+            seed, f"{name}.residual.weight", (layer.out_features, in_features), std
+        )
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    config = {
+        "in_features": in_features,
+        "out_features": layer.out_features,
+        "bias": layer.bias,
+        "activation_function": layer.activation_function,
+    }
+    if layer.use_residual:
+        config["use_residual"] = True
+    (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
 def main(argv: list[str]) -> int:

@@ -242,6 +242,11 @@ class HFRunner:
                 f"reference recipe {name!r} does not pad texts to max_length (the case's "
                 f"padding); recipes that do: {sorted(_PADDED)}"
             )
+        if options.get("prompt_name") and name != "st-embed":
+            raise ValueError(
+                f"reference recipe {name!r} does not implement prompt_name (a "
+                f"sentence-transformers prompt); st-embed does"
+            )
         if options.get("truncate") == -1:  # as tokenizer(truncation=True) without max_length
             options = {**options, "truncate": self.model_max_length()}
         outs = _RECIPES[name](self, items, options)

@@ -21,6 +21,12 @@ def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     full = st.get_sentence_embedding_dimension()
     if dims is not None and full is not None and dims > full:
         raise ValueError(f"dimensions {dims} is more than the model's {full}")
+    prompt_name = options.get("prompt_name")
+    if prompt_name is not None and prompt_name not in (st.prompts or {}):
+        raise ValueError(
+            f"prompt_name {prompt_name!r}: the model's config_sentence_transformers.json has "
+            f"prompts {sorted(st.prompts or {})}"
+        )
     with limit(st, "max_seq_length", options.get("truncate")):
         out = st.encode(
             list(items),
@@ -29,9 +35,12 @@ def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
             show_progress_bar=False,
             truncate_dim=dims,
             normalize_embeddings=bool(options.get("normalize_embeddings")),
+            prompt_name=prompt_name,
         )
-        for it in items:  # preprocess is what encode tokenizes with
-            runner.note_tokens(st.preprocess([it])["input_ids"][0])
+        # the prompt encode prepended: the named one, else the model's default_prompt_name's
+        prompt = (st.prompts or {}).get(prompt_name or st.default_prompt_name or "", "")
+        for it in items:  # preprocess is what encode tokenizes with, on the prompted text
+            runner.note_tokens(st.preprocess([prompt + it])["input_ids"][0])
     return [np.asarray(v, dtype=np.float32) for v in out]
 
 
@@ -44,6 +53,8 @@ def _st_embed_forms(runner: HFRunner, st, items: list, options: dict) -> list[np
 
     if options.get("dimensions") or options.get("normalize_embeddings"):
         raise ValueError("prompt forms with dimensions / normalize_embeddings are not supported")
+    if options.get("prompt_name"):
+        raise ValueError("prompt forms with a prompt_name are not supported")
     outs = []
     with torch.inference_mode():
         for features in form_inputs(runner, st[0].auto_model, items, options["prompt_forms"]):

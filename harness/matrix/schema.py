@@ -300,6 +300,11 @@ class Case(_Strict):
     truncation_side: Literal["left", "right"] | None = None
     # the outcome expected instead of outputs, e.g. {refused: "maximum context length"}
     expect: Expect | None = None
+    # score: limit the query (first text) and the document (second text) each to this many of
+    # its own tokens before they are paired (the /score and /rerank request fields of these
+    # names); the reference cuts the HF tokenizer's ids of each text alike (st-cross-encoder)
+    max_tokens_per_query: int | None = Field(default=None, gt=0)
+    max_tokens_per_doc: int | None = Field(default=None, gt=0)
     # embed: keep this many leading dimensions (Matryoshka): the reference is sentence-transformers'
     # encode(truncate_dim) (no re-normalising unless `hf: {normalize_embeddings: true}`); vLLM is
     # asked for `dimensions`
@@ -422,6 +427,20 @@ class Case(_Strict):
             )
         if self.dimensions is not None and self.task != "embed":
             raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
+        caps = [k for k in ("max_tokens_per_query", "max_tokens_per_doc") if getattr(self, k)]
+        if caps:
+            if self.task != "score":
+                raise ValueError(
+                    f"{', '.join(caps)} applies to task 'score' only, not {self.task!r}"
+                )
+            offline = [
+                r for r in self.runners if r != REFERENCE_RUNNER and not r.startswith("vllm-serve")
+            ]
+            if offline:
+                raise ValueError(
+                    f"{', '.join(caps)} is a /score and /rerank request field: server runners "
+                    f"(vllm-serve-*) only, not {offline}"
+                )
         if self.truncation_side is not None and self.truncate is None:
             raise ValueError("truncation_side needs truncate (the number of tokens to keep)")
         if self.expect is not None:

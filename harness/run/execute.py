@@ -298,6 +298,9 @@ class Executor:
             options["expect_refusal"] = True
         if case.dimensions:
             options["dimensions"] = case.dimensions
+        for cap in ("max_tokens_per_query", "max_tokens_per_doc"):
+            if getattr(case, cap):
+                options[cap] = getattr(case, cap)
         items = list(input_set(case.inputs).items)
         if case.prompt_form != "text":  # what each item is sent as, the reference's too
             options["prompt_forms"] = item_forms(case.prompt_form, len(items))

@@ -360,6 +360,7 @@ class ServeRunner:
                     "model": self.model,
                     "query": items[group[0]][0],
                     "documents": [items[j][1] for j in group],
+                    **text_caps(options),
                 }
                 (full, top), at_send = await send(lambda: both(body, g))
                 return [
@@ -438,7 +439,8 @@ class ServeRunner:
             out = np.asarray(ans["data"][0]["probs"], dtype=np.float32)
         elif task == "score":
             q, d = item
-            ans = await self._post(client, "/score", {**base, "text_1": q, "text_2": d}, i)
+            body = {**base, **text_caps(options), "text_1": q, "text_2": d}
+            ans = await self._post(client, "/score", body, i)
             out = np.asarray([ans["data"][0]["score"]], dtype=np.float32)
         elif task in ("token_classify", "token_embed", "reward", "step_reward"):
             pooling_task = "token_classify" if task in ("reward", "step_reward") else task
@@ -502,6 +504,13 @@ class ServeRunner:
 # output message), and the requests finished, by reason
 ENGINE_STEPS = "vllm:iteration_tokens_total_count"
 REQUESTS_FINISHED = "vllm:request_success_total"
+
+
+def text_caps(options: dict) -> dict[str, int]:
+    """/score and /rerank's limits on the query's and each document's own tokens, when set."""
+    return {
+        k: int(options[k]) for k in ("max_tokens_per_query", "max_tokens_per_doc") if options.get(k)
+    }
 
 
 def parse_metrics(text: str) -> dict[str, float]:

@@ -29,6 +29,8 @@ _VERSIONS: dict[str, int] = {}
 _BY_TASK: dict[str, str] = {}  # task -> its default recipe
 _BY_ARCH: dict[tuple[str, str], str] = {}  # (config architecture, task) -> its default recipe
 _SIDED: set[str] = set()  # recipes that implement a case's `truncation_side`
+_CAPPED: set[str] = set()  # recipes that implement `max_tokens_per_query` / `max_tokens_per_doc`
+TEXT_CAPS = ("max_tokens_per_query", "max_tokens_per_doc")
 LAZY = {
     "RECIPES": _RECIPES,
     "RECIPE_VERSIONS": _VERSIONS,
@@ -42,13 +44,15 @@ def recipe(
     version: int = 1,
     default_for: Iterable[str | tuple[str, str]] = (),
     truncation_side: bool = False,
+    text_caps: bool = False,
 ) -> Callable[[Recipe], Recipe]:
     """Register a reference recipe. Bump `version` whenever what it computes changes: goldens
     record it and are refused when it differs. `default_for` names what runs it when a case
     names no `reference`: a task ("embed": every model's default for the task) or an
     (architecture, task) pair (a model whose config.json names that architecture; it wins over
     the task's default). `truncation_side`: the recipe implements the option of that name (a
-    case naming it on another recipe is refused, never silently ignored)."""
+    case naming it on another recipe is refused, never silently ignored); `text_caps` likewise
+    for max_tokens_per_query / max_tokens_per_doc."""
 
     def deco(fn: Recipe) -> Recipe:
         where = f"{fn.__module__}.{fn.__qualname__}"
@@ -74,6 +78,8 @@ def recipe(
         _VERSIONS[name] = version
         if truncation_side:
             _SIDED.add(name)
+        if text_caps:
+            _CAPPED.add(name)
         return fn
 
     return deco
@@ -231,6 +237,12 @@ class HFRunner:
             raise ValueError(
                 f"reference recipe {name!r} does not implement truncation_side; recipes that "
                 f"do: {sorted(_SIDED)}"
+            )
+        caps = [k for k in TEXT_CAPS if options.get(k)]
+        if caps and name not in _CAPPED:
+            raise ValueError(
+                f"reference recipe {name!r} does not implement {', '.join(caps)}; recipes that "
+                f"do: {sorted(_CAPPED)}"
             )
         if options.get("truncate") == -1:  # as tokenizer(truncation=True) without max_length
             options = {**options, "truncate": self.model_max_length()}

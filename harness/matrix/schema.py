@@ -253,15 +253,29 @@ class KnownSkip(_Strict):
 class ServeOptions(_Strict):
     """How the server runners (`vllm-serve-*`) send a case's requests."""
 
-    encoding_format: Literal["float", "base64"] = (
-        "float"  # /v1/embeddings answers, decoded either way
-    )
+    # /v1/embeddings answers: JSON floats, base64 of the values, or the values as the response
+    # body (`bytes`: with a `metadata` header saying dtype, order, span and shape; `bytes_only`:
+    # without); the binary ones in `embed_dtype` and `endianness`, which the request names
+    encoding_format: Literal["float", "base64", "bytes", "bytes_only"] = "float"
+    embed_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    endianness: Literal["little", "big"] = "little"
     # score cases: `score` sends each pair to /score; `rerank` sends each query with its documents
     # to /rerank (the ranking, the returned indices and, with top_n, the truncation are checked)
     api: Literal["default", "rerank"] = "default"
     top_n: int | None = Field(default=None, gt=0)  # rerank: also ask for only the top n documents
     max_in_flight: int = Field(default=16, gt=0)  # concurrent requests: the server batches them
     request_timeout: float = Field(default=120.0, gt=0)
+
+    @model_validator(mode="after")
+    def _binary_options_need_a_binary_format(self) -> "ServeOptions":
+        if self.encoding_format == "float" and (
+            self.embed_dtype != "float32" or self.endianness != "little"
+        ):
+            raise ValueError(
+                "serve.embed_dtype and serve.endianness apply to a binary encoding_format "
+                "(base64, bytes, bytes_only), not float"
+            )
+        return self
 
 
 class Expect(_Strict):
@@ -324,6 +338,11 @@ class Case(_Strict):
     padding: Literal["max_length"] | None = None
     # the outcome expected instead of outputs, e.g. {refused: "maximum context length"}
     expect: Expect | None = None
+    # score: limit the query (first text) and the document (second text) each to this many of
+    # its own tokens before they are paired (the /score and /rerank request fields of these
+    # names); the reference cuts the HF tokenizer's ids of each text alike (st-cross-encoder)
+    max_tokens_per_query: int | None = Field(default=None, gt=0)
+    max_tokens_per_doc: int | None = Field(default=None, gt=0)
     # embed: keep this many leading dimensions (Matryoshka): the reference is sentence-transformers'
     # encode(truncate_dim) (no re-normalising unless `hf: {normalize_embeddings: true}`); vLLM is
     # asked for `dimensions`
@@ -444,8 +463,27 @@ class Case(_Strict):
             raise ValueError(f"serve.api 'rerank' needs task 'score', not {self.task!r}")
         if self.serve.top_n is not None and self.serve.api != "rerank":
             raise ValueError("serve.top_n applies to serve.api 'rerank' only")
+        if self.serve.encoding_format != "float" and self.task != "embed":
+            raise ValueError(
+                f"serve.encoding_format {self.serve.encoding_format!r} applies to task 'embed' "
+                f"only (/v1/embeddings), not {self.task!r}"
+            )
         if self.dimensions is not None and self.task != "embed":
             raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
+        caps = [k for k in ("max_tokens_per_query", "max_tokens_per_doc") if getattr(self, k)]
+        if caps:
+            if self.task != "score":
+                raise ValueError(
+                    f"{', '.join(caps)} applies to task 'score' only, not {self.task!r}"
+                )
+            offline = [
+                r for r in self.runners if r != REFERENCE_RUNNER and not r.startswith("vllm-serve")
+            ]
+            if offline:
+                raise ValueError(
+                    f"{', '.join(caps)} is a /score and /rerank request field: server runners "
+                    f"(vllm-serve-*) only, not {offline}"
+                )
         if self.truncation_side is not None and self.truncate is None:
             raise ValueError("truncation_side needs truncate (the number of tokens to keep)")
         if self.expect is not None:

@@ -302,6 +302,9 @@ class Executor:
             options["dimensions"] = case.dimensions
         if case.prompt_name:
             options["prompt_name"] = case.prompt_name
+        for cap in ("max_tokens_per_query", "max_tokens_per_doc"):
+            if getattr(case, cap):
+                options[cap] = getattr(case, cap)
         items = list(input_set(case.inputs).items)
         if case.prompt_form != "text":  # what each item is sent as, the reference's too
             options["prompt_forms"] = item_forms(case.prompt_form, len(items))

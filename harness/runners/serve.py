@@ -28,7 +28,13 @@ import numpy as np
 from harness.engine.target import vllm_provenance
 from harness.runners import LoadRequest, pool
 from harness.runners.prompt_forms import form_of, paired, st_prompt, token_ids
-from harness.runners.serve_decode import ServerFailure, decode_base64, match_rerank, same_length
+from harness.runners.serve_decode import (
+    ServerFailure,
+    decode_base64,
+    decode_bytes,
+    match_rerank,
+    same_length,
+)
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 420.0  # a server start on 2 cores: API process + engine core, each importing vLLM
@@ -339,8 +345,14 @@ class ServeRunner:
 
             # gather keeps each answer with its own request: arrival order never matters
             answered = list(await asyncio.gather(*(one(i, it) for i, it in numbered)))
-        if options.get("encoding_format") == "base64":
-            same_length([out for out, _ in answered], [i for i, _ in numbered])
+        fmt = options.get("encoding_format", "float")
+        if task == "embed" and fmt != "float":
+            same_length(
+                [out for out, _ in answered],
+                [i for i, _ in numbered],
+                fmt,
+                options.get("embed_dtype", "float32"),
+            )
         return answered
 
     async def _rerank_all(self, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
@@ -368,6 +380,7 @@ class ServeRunner:
                     "model": self.model,
                     "query": items[group[0]][0],
                     "documents": [items[j][1] for j in group],
+                    **text_caps(options),
                 }
                 (full, top), at_send = await send(lambda: both(body, g))
                 return [
@@ -383,7 +396,8 @@ class ServeRunner:
                 out[j] = pair
         return out
 
-    async def _post(self, client, path: str, body: dict, what) -> dict:
+    async def _post(self, client, path: str, body: dict, what, raw: bool = False):
+        """The answer's JSON; with `raw`, the response itself (binary answers)."""
         import httpx
 
         what = f"item {what}" if isinstance(what, int) else what
@@ -397,7 +411,7 @@ class ServeRunner:
             raise ServerFailure(self._connection_lost(f"request for {what} to {path}", e)) from None
         if r.status_code >= 400:
             raise ServerFailure(f"HTTP {r.status_code} from {path} for {what}: {r.text[:500]}")
-        return r.json()
+        return r if raw else r.json()
 
     async def _one(self, client, task: str, i: int, item, options: dict) -> tuple[np.ndarray, dict]:
         form, item = form_of(item)
@@ -437,19 +451,36 @@ class ServeRunner:
             item = st_prompt(self.model, str(options["prompt_name"])) + item
         elif task == "embed":
             fmt = options.get("encoding_format", "float")
-            # base64 bytes asked for explicitly as float32, little-endian (vLLM's default is native
-            # order)
-            dtype = {"embed_dtype": "float32", "endianness": "little"} if fmt == "base64" else {}
+            # binary answers asked for with their dtype and byte order named (float32 little-endian
+            # unless the case says otherwise; vLLM's default order is the server's native one)
+            enc = (
+                options.get("embed_dtype", "float32"),
+                options.get("endianness", "little"),
+            )
+            dtype = {"embed_dtype": enc[0], "endianness": enc[1]} if fmt != "float" else {}
             body = {**base, **dims, "input": item, "encoding_format": fmt, **dtype}
-            ans = await self._post(client, "/v1/embeddings", body, i)
-            vec = ans["data"][0]["embedding"]
-            out = decode_base64(vec, i) if fmt == "base64" else np.asarray(vec, dtype=np.float32)
+            if fmt in ("bytes", "bytes_only"):  # raw values in the body; metadata in a header
+                r = await self._post(client, "/v1/embeddings", body, i, raw=True)
+                meta = r.headers.get("metadata")
+                if fmt == "bytes" and meta is None:
+                    raise ServerFailure(f"item {i}: the bytes answer has no metadata header")
+                out = decode_bytes(r.content, meta, i, *enc)
+                ans = json.loads(meta) if meta else {}  # usage, from the metadata
+            else:
+                ans = await self._post(client, "/v1/embeddings", body, i)
+                vec = ans["data"][0]["embedding"]
+                out = (
+                    decode_base64(vec, i, *enc)
+                    if fmt == "base64"
+                    else np.asarray(vec, dtype=np.float32)
+                )
         elif task == "classify":
             ans = await self._post(client, "/classify", {**base, "input": item}, i)
             out = np.asarray(ans["data"][0]["probs"], dtype=np.float32)
         elif task == "score":
             q, d = item
-            ans = await self._post(client, "/score", {**base, "text_1": q, "text_2": d}, i)
+            body = {**base, **text_caps(options), "text_1": q, "text_2": d}
+            ans = await self._post(client, "/score", body, i)
             out = np.asarray([ans["data"][0]["score"]], dtype=np.float32)
         elif task in ("token_classify", "token_embed", "reward", "step_reward"):
             pooling_task = "token_classify" if task in ("reward", "step_reward") else task
@@ -512,6 +543,13 @@ class ServeRunner:
 # output message), and the requests finished, by reason
 ENGINE_STEPS = "vllm:iteration_tokens_total_count"
 REQUESTS_FINISHED = "vllm:request_success_total"
+
+
+def text_caps(options: dict) -> dict[str, int]:
+    """/score and /rerank's limits on the query's and each document's own tokens, when set."""
+    return {
+        k: int(options[k]) for k in ("max_tokens_per_query", "max_tokens_per_doc") if options.get(k)
+    }
 
 
 def parse_metrics(text: str) -> dict[str, float]:

@@ -1,9 +1,11 @@
-"""A server's answers as per-item outputs (harness.runners.serve): base64 embeddings decoded and
-checked for whole, equal-length float32 payloads; /rerank results matched to documents by index."""
+"""A server's answers as per-item outputs (harness.runners.serve): base64 and bytes embeddings
+decoded (float32, float16 or bfloat16, little- or big-endian, as asked) and checked for whole,
+equal-length payloads; /rerank results matched to documents by index."""
 
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import numpy as np
@@ -14,12 +16,44 @@ class ServerFailure(RuntimeError):
     tail."""
 
 
-EMBED_DTYPE = "<f4"  # what base64 embeddings are decoded as: the float32 little-endian asked for
+# The binary encodings of /v1/embeddings (vLLM's EncodingRequestMixin, entrypoints/pooling/base/
+# protocol.py: `embed_dtype` float32 | float16 | bfloat16, `endianness` little | big; the harness
+# always names both, never vLLM's default "native" order). Each is read here from its published
+# format, not from vLLM's code: float32 and float16 are IEEE 754 binary32 / binary16 (numpy's
+# "f4" / "f2"); bfloat16 is the upper 16 bits of a binary32 (same sign and 8-bit exponent, 7
+# mantissa bits: Google's bfloat16 definition), so its value is those bits shifted left by 16
+# and read as binary32.
+NUMPY_DTYPE = {"float32": "f4", "float16": "f2", "bfloat16": "u2"}  # bfloat16: its raw bits
+BYTE_ORDER = {"little": "<", "big": ">"}
+ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
-def decode_base64(payload: str, i: int) -> np.ndarray:
-    """One base64 embedding; a payload that is not base64 or not whole float32 values names its
-    item."""
+def decode_values(raw: bytes, embed_dtype: str, endianness: str) -> np.ndarray:
+    """Bytes of `embed_dtype` values in `endianness` order, as float32 (half values exactly)."""
+    if embed_dtype not in NUMPY_DTYPE or endianness not in BYTE_ORDER:
+        raise ValueError(
+            f"embed_dtype {embed_dtype!r}, endianness {endianness!r}; valid: "
+            f"{', '.join(NUMPY_DTYPE)} and {', '.join(BYTE_ORDER)}"
+        )
+    values = np.frombuffer(raw, dtype=BYTE_ORDER[endianness] + NUMPY_DTYPE[embed_dtype])
+    if embed_dtype == "bfloat16":  # the top half of a float32: shift into place, read as one
+        return (values.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return values.astype(np.float32)
+
+
+def _whole(raw: bytes, i: int, what: str, embed_dtype: str) -> None:
+    size = ITEMSIZE.get(embed_dtype, 0)
+    if size and len(raw) % size:
+        raise ServerFailure(
+            f"item {i}: {what} decodes to {len(raw)} bytes, not a whole number of "
+            f"{size}-byte {embed_dtype} values (truncated?)"
+        )
+
+
+def decode_base64(
+    payload: str, i: int, embed_dtype: str = "float32", endianness: str = "little"
+) -> np.ndarray:
+    """One base64 embedding; a payload that is not base64 or not whole values names its item."""
     import binascii
 
     try:
@@ -28,29 +62,69 @@ def decode_base64(payload: str, i: int) -> np.ndarray:
         raise ServerFailure(
             f"item {i}: the base64 embedding ({len(str(payload))} characters) does not decode: {e}"
         ) from None
-    size = np.dtype(EMBED_DTYPE).itemsize
-    if len(raw) % size:
+    _whole(raw, i, "the base64 embedding", embed_dtype)
+    return decode_values(raw, embed_dtype, endianness)
+
+
+def decode_bytes(
+    body: bytes, metadata: str | None, i: int, embed_dtype: str, endianness: str
+) -> np.ndarray:
+    """One `bytes` (or `bytes_only`: metadata None) answer of a one-input request. vLLM documents
+    the body as the embeddings' raw values back to back and, for `bytes`, a `metadata` header
+    (JSON: data[] with index, embed_dtype, endianness, start, end, shape per input): the one
+    item's metadata must say what was asked, span the whole body and hold as many values as its
+    shape."""
+    what = "the bytes embedding"
+    if metadata is None:
+        _whole(body, i, what, embed_dtype)
+        return decode_values(body, embed_dtype, endianness)
+    try:
+        items = json.loads(metadata)["data"]
+        (item,) = items
+        start, end, shape = int(item["start"]), int(item["end"]), [int(n) for n in item["shape"]]
+        said = (item["embed_dtype"], item["endianness"])
+    except (ValueError, KeyError, TypeError) as e:
         raise ServerFailure(
-            f"item {i}: the base64 embedding decodes to {len(raw)} bytes, not a whole number of "
-            f"{size}-byte float32 values (truncated?)"
+            f"item {i}: the metadata header of the bytes answer is not one item's "
+            f"{{start, end, shape, embed_dtype, endianness}} ({type(e).__name__}: {e}): "
+            f"{metadata[:300]}"
+        ) from None
+    if said != (embed_dtype, endianness):
+        raise ServerFailure(
+            f"item {i}: the bytes answer says it holds {said[0]} {said[1]}-endian values; "
+            f"asked for {embed_dtype} {endianness}-endian"
         )
-    return np.frombuffer(raw, dtype=EMBED_DTYPE).astype(np.float32)
+    if (start, end) != (0, len(body)):
+        raise ServerFailure(
+            f"item {i}: the bytes answer's metadata spans bytes {start}..{end} of a "
+            f"{len(body)}-byte body"
+        )
+    _whole(body, i, what, embed_dtype)
+    out = decode_values(body, embed_dtype, endianness)
+    if out.size != int(np.prod(shape)):
+        raise ServerFailure(
+            f"item {i}: the bytes answer holds {out.size} {embed_dtype} values; its metadata "
+            f"says shape {shape}"
+        )
+    return out.reshape(shape)
 
 
-def same_length(vectors: list[np.ndarray], numbers: list[int]) -> None:
+def same_length(
+    vectors: list[np.ndarray], numbers: list[int], fmt: str = "base64", embed_dtype: str = "float32"
+) -> None:
     """Every embedding of a case has one length: an item (`numbers`: each vector's item number)
-    whose base64 answer is shorter or longer than the others' was cut or padded; name it with the
+    whose binary answer is shorter or longer than the others' was cut or padded; name it with the
     byte count expected."""
     lengths = [len(v) for v in vectors]
     common = max(set(lengths), key=lengths.count, default=0)
-    size = np.dtype(EMBED_DTYPE).itemsize
+    size = ITEMSIZE[embed_dtype]
     for i, n in zip(numbers, lengths):
         if n != common:
             raise ServerFailure(
-                f"item {i}: the base64 embedding decodes to {n * size} bytes, expected "
+                f"item {i}: the {fmt} embedding decodes to {n * size} bytes, expected "
                 f"{common * size} "
-                f"({common} float32 values, as {lengths.count(common)} of the {len(lengths)} items "
-                "have)"
+                f"({common} {embed_dtype} values, as {lengths.count(common)} of the "
+                f"{len(lengths)} items have)"
             )
 
 

@@ -558,8 +558,8 @@ def test_base64_decoded_as_float32_matches_and_decoded_with_a_wrong_dtype_fails(
     assert len(TEXTS) == 24
     m = _embed_measure(_base64_server(), {"encoding_format": "base64"})
     assert m.problem is None and all(x.ok for x in m.metrics), m
-    monkeypatch.setattr(
-        serve_decode, "EMBED_DTYPE", "<f2"
+    monkeypatch.setitem(
+        serve_decode.NUMPY_DTYPE, "float32", "f2"
     )  # seeded mutation: the bytes read as float16
     m = _embed_measure(_base64_server(), {"encoding_format": "base64"})
     assert m.problem == "shape mismatch at item 0: reference [8], runner [16]"

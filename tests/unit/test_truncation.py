@@ -65,3 +65,59 @@ def test_a_left_cut_of_the_long_first_text_keeps_both_token_types(tokenizer):
     for q, d in input_set("long-document-query-pairs").items:
         types = sided_pair_encoding(tokenizer, q, d, 32, "left")["token_type_ids"]
         assert 0 in types and 1 in types
+
+
+def _capped_by_parts(tok, query: str, document: str, max_q, max_d) -> dict:
+    """A second implementation of capped_pair_encoding: each text's ids by the tokenizer's
+    `encode` (no special tokens), sliced, then [CLS] q [SEP] d [SEP] assembled by hand."""
+    q = tok.encode(query, add_special_tokens=False)
+    d = tok.encode(document, add_special_tokens=False)
+    q = q if not max_q else q[:max_q]
+    d = d if not max_d else d[:max_d]
+    ids = [tok.cls_token_id, *q, tok.sep_token_id, *d, tok.sep_token_id]
+    return {
+        "input_ids": ids,
+        "token_type_ids": [0] * (len(q) + 2) + [1] * (len(d) + 1),
+        "attention_mask": [1] * len(ids),
+    }
+
+
+@pytest.mark.parametrize("max_q, max_d", [(3, 12), (None, 12), (3, None), (1, 1), (50, 200)])
+def test_capped_pair_encoding_matches_a_pair_assembled_by_parts(tokenizer, max_q, max_d):
+    from harness.matrix.inputs import input_set
+    from harness.runners.hf.sentence_transformers import capped_pair_encoding
+
+    pairs = input_set("long-query-document-pairs").items
+    for q, d in pairs:
+        got = capped_pair_encoding(tokenizer, q, d, max_q, max_d)
+        assert got == _capped_by_parts(tokenizer, q, d, max_q, max_d)
+    # what serve-bert-tiny-cross-encoder-*-capped relies on: both limits bite on every pair
+    for q, d in pairs:
+        assert len(tokenizer.encode(q, add_special_tokens=False)) > 3
+        assert len(tokenizer.encode(d, add_special_tokens=False)) > 12 + 1
+
+
+def test_text_caps_are_server_request_fields_of_score_cases_only():
+    from harness.matrix.schema import Case
+    from harness.runners.serve import text_caps
+
+    assert text_caps({"max_tokens_per_doc": 12, "max_tokens_per_query": None}) == {
+        "max_tokens_per_doc": 12
+    }
+    base = {
+        "id": "c",
+        "family": "f",
+        "task": "score",
+        "model": {"source": "synthetic", "arch": "BertModel"},
+        "inputs": "query-document-pairs",
+        "runners": ["hf", "vllm-serve-v1"],
+        "tolerances": {"float32": {"max_abs": 1e-5}},
+        "max_tokens_per_doc": 12,
+    }
+    Case.model_validate(base)
+    with pytest.raises(
+        ValueError, match=r"server runners \(vllm-serve-\*\) only, not \['vllm-v1'\]"
+    ):
+        Case.model_validate({**base, "runners": ["hf", "vllm-v1"]})
+    with pytest.raises(ValueError, match="max_tokens_per_doc applies to task 'score' only"):
+        Case.model_validate({**base, "task": "embed"})

@@ -30,6 +30,8 @@ _BY_TASK: dict[str, str] = {}  # task -> its default recipe
 _BY_ARCH: dict[tuple[str, str], str] = {}  # (config architecture, task) -> its default recipe
 _SIDED: set[str] = set()  # recipes that implement a case's `truncation_side`
 _PADDED: set[str] = set()  # recipes that pad texts to max_length (a case's `padding`)
+_CAPPED: set[str] = set()  # recipes that implement `max_tokens_per_query` / `max_tokens_per_doc`
+TEXT_CAPS = ("max_tokens_per_query", "max_tokens_per_doc")
 LAZY = {
     "RECIPES": _RECIPES,
     "RECIPE_VERSIONS": _VERSIONS,
@@ -44,6 +46,7 @@ def recipe(
     default_for: Iterable[str | tuple[str, str]] = (),
     truncation_side: bool = False,
     padding: bool = False,
+    text_caps: bool = False,
 ) -> Callable[[Recipe], Recipe]:
     """Register a reference recipe. Bump `version` whenever what it computes changes: goldens
     record it and are refused when it differs. `default_for` names what runs it when a case
@@ -51,7 +54,8 @@ def recipe(
     (architecture, task) pair (a model whose config.json names that architecture; it wins over
     the task's default). `truncation_side`: the recipe implements the option of that name (a
     case naming it on another recipe is refused, never silently ignored). `padding`: the recipe
-    pads texts to max_length (a case's `padding: max_length`; refused on any other recipe)."""
+    pads texts to max_length (a case's `padding: max_length`; refused on any other recipe);
+    `text_caps` likewise for max_tokens_per_query / max_tokens_per_doc."""
 
     def deco(fn: Recipe) -> Recipe:
         where = f"{fn.__module__}.{fn.__qualname__}"
@@ -79,6 +83,8 @@ def recipe(
             _SIDED.add(name)
         if padding:
             _PADDED.add(name)
+        if text_caps:
+            _CAPPED.add(name)
         return fn
 
     return deco
@@ -246,6 +252,12 @@ class HFRunner:
             raise ValueError(
                 f"reference recipe {name!r} does not implement prompt_name (a "
                 f"sentence-transformers prompt); st-embed does"
+            )
+        caps = [k for k in TEXT_CAPS if options.get(k)]
+        if caps and name not in _CAPPED:
+            raise ValueError(
+                f"reference recipe {name!r} does not implement {', '.join(caps)}; recipes that "
+                f"do: {sorted(_CAPPED)}"
             )
         if options.get("truncate") == -1:  # as tokenizer(truncation=True) without max_length
             options = {**options, "truncate": self.model_max_length()}

@@ -63,7 +63,7 @@ def _st_embed_forms(runner: HFRunner, st, items: list, options: dict) -> list[np
     return outs
 
 
-@recipe("st-cross-encoder", default_for=["score"], truncation_side=True)
+@recipe("st-cross-encoder", default_for=["score"], truncation_side=True, text_caps=True)
 def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """sentence-transformers CrossEncoder.predict on (query, document) pairs; sigmoid for 1
     label. With `truncation_side` (a request's side of `truncate`), see `sided_pair_encoding`:
@@ -84,8 +84,21 @@ def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndar
         )
 
     ce = runner.loaded("CrossEncoder", make)
+    if options.get("max_tokens_per_query") or options.get("max_tokens_per_doc"):
+        if options.get("truncate"):
+            raise ValueError("max_tokens_per_query/doc with truncate: not implemented together")
+        q, d = options.get("max_tokens_per_query"), options.get("max_tokens_per_doc")
+        return _encoded_cross_encoder(
+            runner, ce, items, lambda tok, query, doc: capped_pair_encoding(tok, query, doc, q, d)
+        )
     if options.get("truncation_side"):
-        return _sided_cross_encoder(runner, ce, items, options)
+        keep, side = int(options["truncate"]), str(options["truncation_side"])
+        return _encoded_cross_encoder(
+            runner,
+            ce,
+            items,
+            lambda tok, query, doc: sided_pair_encoding(tok, query, doc, keep, side),
+        )
     with limit(ce, "max_length", options.get("truncate")):
         scores = ce.predict(
             [tuple(p) for p in items],
@@ -111,15 +124,42 @@ def sided_pair_encoding(tokenizer, query: str, document: str, keep: int, side: s
     return {k: list(v)[cut] for k, v in full.items()}
 
 
-def _sided_cross_encoder(runner: HFRunner, ce, items: list, options: dict) -> list[np.ndarray]:
+def capped_pair_encoding(
+    tokenizer, query: str, document: str, max_query: int | None, max_doc: int | None
+) -> dict:
+    """A pair whose query and document are each limited to a number of their own tokens, as
+    vLLM documents the /score and /rerank request fields (entrypoints/pooling/scoring/
+    protocol.py): max_tokens_per_query "Queries longer than this will be truncated to this
+    length", max_tokens_per_doc "Documents longer than this will be truncated to this length.
+    0 means no document-level truncation". Here: each text's own tokens (the tokenizer's, no
+    special tokens) cut to its first `max` by the tokenizers library's `Encoding.truncate`, and
+    the pair built by the tokenizer's own post-processor (tokenizer.json's pair template, e.g.
+    [CLS] query [SEP] document [SEP] with token types 0, then 1)."""
+    backend = tokenizer.backend_tokenizer  # a fast tokenizer's `tokenizers.Tokenizer`
+    encs = []
+    for text, cap in ((query, max_query), (document, max_doc)):
+        enc = backend.encode(text, add_special_tokens=False)
+        if cap:
+            enc.truncate(int(cap))  # keeps the first `cap` tokens (direction "right")
+        encs.append(enc)
+    pair = backend.post_process(encs[0], encs[1], add_special_tokens=True)
+    return {
+        "input_ids": list(pair.ids),
+        "token_type_ids": list(pair.type_ids),
+        "attention_mask": list(pair.attention_mask),
+    }
+
+
+def _encoded_cross_encoder(runner: HFRunner, ce, items: list, encode) -> list[np.ndarray]:
+    """The CrossEncoder's model and activation on each pair as `encode(tokenizer, q, d)` gives
+    its input ids, token types and attention mask."""
     import torch
 
-    keep, side = int(options["truncate"]), str(options["truncation_side"])
     device = runner.req.device if runner.req else "cpu"
     outs = []
     with torch.inference_mode():
         for q, d in items:
-            enc = sided_pair_encoding(ce.tokenizer, q, d, keep, side)
+            enc = encode(ce.tokenizer, q, d)
             runner.note_tokens(enc["input_ids"])
             batch = {k: torch.tensor([v], device=device) for k, v in enc.items()}
             logits = ce.model(**batch).logits

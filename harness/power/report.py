@@ -13,7 +13,8 @@ FAILING = (
     "not applied",
     "no rows",
     "error",
-)  # an applicable mutation the gate did not catch
+    "inconclusive",
+)  # an applicable mutation the gate did not catch (or could not show it caught)
 
 
 def _caught_by(o: Outcome, limit: int = 6) -> list[str]:
@@ -45,6 +46,7 @@ def to_json(outcomes: list[Outcome], meta: dict) -> dict:
                 "processes": o.processes,
                 "applied_in": o.applied_in,
                 "caught": o.caught,
+                "inconclusive": o.inconclusive,
                 "seconds": round(o.seconds, 1),
                 "run_dir": o.run_dir,
             }

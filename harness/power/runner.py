@@ -20,6 +20,9 @@ from harness.power.hook import ENV_LOG, ENV_NAME, version_applies
 
 SITE = Path(__file__).resolve().parent / "site"
 GREEN = ("pass", "xfail")  # a row the gate lets through
+# an error that says only that something was slow: a server start or a worker past its limit. A
+# loaded machine makes them without any mutation, so such a row proves nothing either way
+TIMEOUT_MARKS = ("was not healthy after", "worker timed out after")
 RED = ("fail", "error", "xpass")  # a row that fails the gate
 
 
@@ -29,10 +32,11 @@ class Outcome:
 
     mutation: Mutation
     status: str = "pending"  # caught | missed | not applicable | not applied | needs gpu | no rows
-    # | error (its rows could not be selected)
+    # | error (its rows could not be selected) | inconclusive (red only by timeouts)
     reason: str = ""
     rows: list[tuple[str, str]] = field(default_factory=list)  # selected (case, runner)
     caught: list[dict] = field(default_factory=list)  # {case, runner, status, message}
+    inconclusive: list[dict] = field(default_factory=list)  # red only by a timeout
     applied_in: list[dict] = field(default_factory=list)  # evidence events
     seconds: float = 0.0
     run_dir: str = ""
@@ -232,15 +236,27 @@ def judge(outcome: Outcome, baseline: dict, mutated: dict, events: list[dict]) -
     for key in sorted(mutated):
         before, now = baseline.get(key), mutated[key]
         if before and before["status"] in GREEN and now["status"] in RED:
-            outcome.caught.append(
-                {
-                    "case": key[0],
-                    "runner": key[1],
-                    "status": now["status"],
-                    "message": first_message(now),
-                }
+            row = {
+                "case": key[0],
+                "runner": key[1],
+                "status": now["status"],
+                "message": first_message(now),
+            }
+            timed_out = now["status"] == "error" and any(
+                mark in (now.get("reason") or "") for mark in TIMEOUT_MARKS
             )
-    outcome.status = "caught" if outcome.caught else "missed"
+            (outcome.inconclusive if timed_out else outcome.caught).append(row)
+    if outcome.caught:
+        outcome.status = "caught"
+        return
+    if outcome.inconclusive:
+        outcome.status = "inconclusive"
+        outcome.reason = (
+            f"{len(outcome.inconclusive)} row(s) went red only by timing out (a slow machine "
+            f"looks the same): rerun on a quieter machine, or raise PARITY_SERVE_START_TIMEOUT"
+        )
+        return
+    outcome.status = "missed"
     if not outcome.caught:
         ran = [k for k in mutated if baseline.get(k, {}).get("status") in GREEN]
         outcome.reason = f"{len(ran)} green row(s) ran with the mutation applied; none went red"

@@ -46,6 +46,31 @@ def test_caught_by_a_row_green_before_and_red_now():
     ]
 
 
+def test_a_row_red_only_by_a_timeout_is_inconclusive_never_caught():
+    """A server that did not start in time, or a worker past its limit, turns a row red on a
+    loaded machine with no mutation at all: such rows are kept apart and, alone, fail the
+    mutation as inconclusive (seen: a float16 encoding mutation "caught" by four start timeouts)."""
+    slow = "vllm serve was not healthy after 420 s (PARITY_SERVE_START_TIMEOUT raises the limit)"
+    base = {("a", "vllm-serve-v1"): _r("pass"), ("b", "vllm-v1"): _r("pass")}
+    o = Outcome(MUT)
+    judge(
+        o, base, {("a", "vllm-serve-v1"): _r("error", slow), ("b", "vllm-v1"): _r("pass")}, APPLIED
+    )
+    assert o.status == "inconclusive" and not o.caught and len(o.inconclusive) == 1
+    assert "timing out" in o.reason and o.status in report.FAILING
+    hung = "vllm-v1 worker timed out after 600 s during case; log tail ..."
+    o = Outcome(MUT)
+    judge(
+        o, base, {("a", "vllm-serve-v1"): _r("error", hung), ("b", "vllm-v1"): _r("fail")}, APPLIED
+    )
+    assert o.status == "caught" and [c["case"] for c in o.caught] == ["b"]
+    assert [c["case"] for c in o.inconclusive] == ["a"]
+    # an error that is not a timeout (the engine refused to load) is a catch
+    o = Outcome(MUT)
+    judge(o, base, {("a", "vllm-serve-v1"): _r("error", "engine failed to load")}, APPLIED)
+    assert o.status == "caught"
+
+
 def test_a_row_red_in_the_baseline_catches_nothing():
     o = Outcome(MUT)
     judge(o, {("c", "r"): _r("error")}, {("c", "r"): _r("error")}, APPLIED)

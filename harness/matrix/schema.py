@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from harness.matrix.prompt_forms import PromptForm
-from harness.matrix.runner_names import REFERENCE_RUNNER, RunnerName
+from harness.matrix.runner_names import REFERENCE_RUNNER, RunnerName, runner_info
 from harness.matrix.tasks import TaskName
 
 Dtype = Literal["float32", "float16", "bfloat16"]
@@ -477,7 +477,7 @@ class Case(_Strict):
                     f"{', '.join(caps)} applies to task 'score' only, not {self.task!r}"
                 )
             offline = [
-                r for r in self.runners if r != REFERENCE_RUNNER and not r.startswith("vllm-serve")
+                r for r in self.runners if r != REFERENCE_RUNNER and not runner_info(r).is_server
             ]
             if offline:
                 raise ValueError(
@@ -528,7 +528,6 @@ def _check_prompt_form(case: "Case") -> None:
     (raised as a ValueError: the loader reports it at the case's file:line)."""
     from harness.matrix.inputs import input_set
     from harness.matrix.prompt_forms import FORM_TASKS, SERVER_FORMS, item_forms, sends_embeds
-    from harness.matrix.runner_names import runner_info
 
     form = case.prompt_form
     if form == "text":

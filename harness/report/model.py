@@ -54,6 +54,9 @@ class Result(BaseModel):
     load_seconds: float | None = None
     run_seconds: float | None = None
     output: str | None = None
+    # an error whose cause is a time limit running out (worker or server start), on either side:
+    # detection power counts such a row as inconclusive, never as a catch
+    timed_out: bool = False
 
 
 class ReferenceResult(BaseModel):

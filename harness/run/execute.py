@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from harness.matrix.inputs import input_set
 from harness.matrix.prompt_forms import item_forms
@@ -18,7 +18,7 @@ from harness.matrix.schema import Case
 from harness.run.plan import Load, ModelProblem, Plan
 from harness.runners import LoadRequest
 from harness.runners.memory import resource_hint
-from harness.runners.pool import Worker, WorkerFailure
+from harness.runners.pool import Worker, WorkerFailure, WorkerTimeout
 
 
 @dataclass
@@ -57,6 +57,16 @@ class RunOutcome:
     info: dict = field(default_factory=dict)
     load_seconds: float | None = None
     run_seconds: float | None = None
+    timed_out: bool = False  # the error is a limit running out (WorkerTimeout, ServerTimeout)
+
+
+class LoadProblem(NamedTuple):
+    """Why a model did not load: for people, the error's own message, and whether a time limit
+    ran out (a slow machine looks the same as a hang)."""
+
+    reason: str
+    error: str
+    timed_out: bool = False
 
 
 Progress = Callable[[str, RunOutcome | None], None]
@@ -169,9 +179,9 @@ class Executor:
             for w in workers.values():
                 w.stop()
 
-    def _load_model(self, worker: Worker, load: Load) -> tuple[dict | None, tuple[str, str]]:
-        """(info, ("", "")) when loaded, else (None, (reason, error)). Starts the worker if
-        needed."""
+    def _load_model(self, worker: Worker, load: Load) -> tuple[dict | None, LoadProblem]:
+        """(info, LoadProblem("", "")) when loaded, else (None, the problem). Starts the worker
+        if needed."""
         req = LoadRequest(
             model_dir=str(load.model.path),
             dtype=load.dtype,
@@ -199,15 +209,20 @@ class Executor:
                 {"op": "load", "request": asdict(req)}, self.timeouts.load, "model load"
             )
         except WorkerFailure as e:
-            return None, (f"worker failure while loading the model: {e}", e.summary)
+            return None, LoadProblem(
+                f"worker failure while loading the model: {e}",
+                e.summary,
+                isinstance(e, WorkerTimeout),
+            )
         worker.note_memory(ans)
         if not ans.get("ok"):
             self._save_traceback(load.runner, ans)
             error = str(ans.get("error"))
             hint = resource_hint(error)
-            return None, (
+            return None, LoadProblem(
                 f"engine/model failed to load: {error}" + (f" [{hint}]" if hint else ""),
                 error,
+                bool(ans.get("timed_out")),
             )
         worker.loads += 1
         # the first load in a worker includes importing torch/vLLM (worker_start is the process)
@@ -218,7 +233,7 @@ class Executor:
             "load_seconds": ans.get("seconds"),
             "worker_rss_mb": ans.get("rss_mb"),
             "worker_pid": worker.proc.pid if worker.proc else None,
-        }, ("", "")
+        }, LoadProblem("", "")
 
     def _run_load(self, worker: Worker, load: Load) -> None:
         info, problem = self._load_model(worker, load)
@@ -226,7 +241,16 @@ class Executor:
             if self.stop.is_set():
                 return
             if info is None:
-                self._record(RunOutcome(case.id, load.name, "error", problem[0], error=problem[1]))
+                self._record(
+                    RunOutcome(
+                        case.id,
+                        load.name,
+                        "error",
+                        problem.reason,
+                        error=problem.error,
+                        timed_out=problem.timed_out,
+                    )
+                )
                 continue
             msg, out = self.make_request(case, load.name, self.run_dir)
             try:
@@ -240,14 +264,15 @@ class Executor:
                         f"worker failure: {e}",
                         error=e.summary,
                         info=info,
+                        timed_out=isinstance(e, WorkerTimeout),
                     )
                 )
                 if i + 1 < len(load.cases):  # a fresh worker and a fresh load for the cases left
                     info, problem = self._load_model(worker, load)
                     if info is None:
-                        problem = (
-                            f"not run: reloading after the worker failure failed: {problem[0]}",
-                            problem[1],
+                        problem = problem._replace(
+                            reason=f"not run: reloading after the worker failure failed: "
+                            f"{problem.reason}"
                         )
                 continue
             if ans.get("ok"):
@@ -274,6 +299,7 @@ class Executor:
                         error=str(ans.get("error")),
                         info=info,
                         load_seconds=info.get("load_seconds"),
+                        timed_out=bool(ans.get("timed_out")),
                     )
                 )
         if info is not None:

@@ -237,6 +237,8 @@ def build_report(
                     load_seconds=got.load_seconds if got else None,
                     run_seconds=got.run_seconds if got else None,
                     output=got.output if got else None,
+                    timed_out=v.status == "error"
+                    and any(o is not None and o.timed_out for o in (ref, got, ref32)),
                 )
             )
     return new_report(
@@ -421,6 +423,8 @@ def golden_session(
                 info=ref.info if ref else {},
                 run_seconds=ref.run_seconds if ref else None,
                 model={"fingerprint": getattr(model, "fingerprint", None), "hub_id": case.hub_id},
+                timed_out=v.status == "error"
+                and any(o is not None and o.timed_out for o in (ref, ref32)),
             )
         )
     return new_report(

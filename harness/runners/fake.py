@@ -2,7 +2,8 @@
 
 It goes through the same worker process and protocol as the real runners. The behaviour comes
 from the load request's engine kwargs (a matrix case's `engine:`): {"behaviour": "echo" | "crash"
-| "exit" | "oom" | "hang" | "raise" | "fail-load" | "nan" | "inf" | "short", "dim": 8,
+| "exit" | "oom" | "hang" | "raise" | "fail-load" | "start-timeout" | "fail-load-timeout-words" |
+"nan" | "inf" | "short", "dim": 8,
 "say": "text"}. "echo" returns a deterministic vector per input text; "say" is printed to the
 worker's log before the behaviour (a log that mentions anything must not change a verdict).
 """
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from harness.runners import LoadRequest
+from harness.runners.serve_decode import ServerTimeout
 
 
 class FakeRunner:
@@ -32,6 +34,10 @@ class FakeRunner:
             print(self.opts["say"], file=sys.stderr, flush=True)
         if self.opts.get("behaviour") == "fail-load":
             raise RuntimeError("engine refused to start (fake)")
+        if self.opts.get("behaviour") == "start-timeout":  # what a server slow to start raises
+            raise ServerTimeout("vllm serve was not healthy after 1 s (fake)")
+        if self.opts.get("behaviour") == "fail-load-timeout-words":  # words are not the cause
+            raise RuntimeError("engine refused: its log says 'was not healthy after 9 s' (fake)")
         return {"actual_runner": self.variant or "fake", "device": req.device, "versions": {}}
 
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:

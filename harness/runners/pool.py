@@ -24,6 +24,13 @@ class WorkerFailure(Exception):
         return str(self).split(LOG_TAIL_MARK, 1)[0]
 
 
+class WorkerTimeout(WorkerFailure):
+    """The worker did not answer in time and was killed: on a slow or loaded machine this looks
+    the same as a hang, so it is told apart (`timed_out`) from a crash."""
+
+    timed_out = True
+
+
 def log_tail(path: Path, lines: int = 25, what: str = "worker") -> str:
     """The last `lines` non-blank lines of a log, for a verdict's reason."""
     try:
@@ -120,7 +127,7 @@ class Worker:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.kill()
-                    raise WorkerFailure(
+                    raise WorkerTimeout(
                         f"{self.runner} worker timed out after {timeout:.0f} s during {what}; "
                         "killed."
                         f"{LOG_TAIL_MARK}{log_tail(self.log_path)}"

@@ -30,6 +30,7 @@ from harness.runners import LoadRequest, pool
 from harness.runners.prompt_forms import form_of, paired, st_prompt, token_ids
 from harness.runners.serve_decode import (
     ServerFailure,
+    ServerTimeout,
     decode_base64,
     decode_bytes,
     match_rerank,
@@ -226,7 +227,7 @@ class ServeRunner:
                 pass
             time.sleep(0.5)
         self.unload()
-        raise ServerFailure(
+        raise ServerTimeout(
             f"vllm serve was not healthy after {timeout:.0f} s ({START_TIMEOUT_ENV} "
             "raises the limit); stopped.\n"
             f"--- server log tail ---\n{log_tail(self.log_path)}"
@@ -275,7 +276,7 @@ class ServeRunner:
         try:
             return self._run(task, items, options)
         except ServerFailure as e:  # every server fault carries the server's own log
-            raise ServerFailure(
+            raise type(e)(  # a ServerTimeout stays one
                 f"{e}\n--- server log tail ---\n{log_tail(self.log_path) if self.log_path else ''}"
             ) from None
 

@@ -16,6 +16,13 @@ class ServerFailure(RuntimeError):
     tail."""
 
 
+class ServerTimeout(ServerFailure):
+    """The server was not healthy within its start limit (PARITY_SERVE_START_TIMEOUT): a slow
+    machine looks the same as a hung server, so the worker reports it as `timed_out`."""
+
+    timed_out = True
+
+
 # The binary encodings of /v1/embeddings (vLLM's EncodingRequestMixin, entrypoints/pooling/base/
 # protocol.py: `embed_dtype` float32 | float16 | bfloat16, `endianness` little | big; the harness
 # always names both, never vLLM's default "native" order). Each is read here from its published

@@ -89,6 +89,8 @@ def _serve(runner_name: str, reply) -> None:
                 {
                     "ok": False,
                     "error": f"{type(e).__name__}: {e}".strip()[:4000],
+                    # a limit ran out (ServerTimeout): slowness, not necessarily a bug
+                    "timed_out": bool(getattr(e, "timed_out", False)),
                     "traceback": traceback.format_exc()[-6000:],
                 }
             )

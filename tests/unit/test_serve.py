@@ -21,7 +21,14 @@ from harness.matrix.schema import Case, MatrixError, Tolerance
 from harness.run.matrices import load_matrix
 from harness.runners import serve_decode
 from harness.runners.platform import Platform
-from harness.runners.serve import ServerFailure, ServeRunner, cli_args, free_port, runner_from_log
+from harness.runners.serve import (
+    ServerFailure,
+    ServerTimeout,
+    ServeRunner,
+    cli_args,
+    free_port,
+    runner_from_log,
+)
 
 
 def test_engine_kwargs_become_server_flags():
@@ -643,7 +650,7 @@ def test_a_server_never_healthy_is_stopped_after_the_start_timeout_the_env_sets(
     runner = ServeRunner("v1")
     req = LoadRequest(model_dir=str(tmp_path), dtype="float32", device="cpu")
     t0 = time.monotonic()
-    with pytest.raises(ServerFailure, match=r"not healthy after 2 s \(PARITY_SERVE_START_TIMEOUT"):
+    with pytest.raises(ServerTimeout, match=r"not healthy after 2 s \(PARITY_SERVE_START_TIMEOUT"):
         runner._start(req, {}, free_port())
     assert time.monotonic() - t0 < 30
     assert runner.proc is None

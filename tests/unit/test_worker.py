@@ -6,7 +6,7 @@ import pytest
 
 from harness.runners import LoadRequest
 from harness.runners.outputs import load_items
-from harness.runners.pool import Worker, WorkerFailure
+from harness.runners.pool import Worker, WorkerFailure, WorkerTimeout
 
 
 @pytest.fixture
@@ -72,6 +72,6 @@ def test_dying_worker_raises_with_exit_and_log_tail(worker, tmp_path, behaviour,
 
 def test_hang_times_out_and_kills(worker, tmp_path):
     _load(worker)
-    with pytest.raises(WorkerFailure, match=r"timed out after 2 s during case x; killed"):
+    with pytest.raises(WorkerTimeout, match=r"timed out after 2 s during case x; killed") as e:
         _run(worker, tmp_path, timeout=2, behaviour="hang")
-    assert not worker.alive
+    assert not worker.alive and e.value.timed_out and isinstance(e.value, WorkerFailure)

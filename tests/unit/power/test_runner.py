@@ -23,8 +23,8 @@ APPLIED = [
 ]
 
 
-def _r(status, reason=""):
-    return {"status": status, "reason": reason, "metrics": []}
+def _r(status, reason="", timed_out=False):
+    return {"status": status, "reason": reason, "metrics": [], "timed_out": timed_out}
 
 
 def test_caught_by_a_row_green_before_and_red_now():
@@ -54,14 +54,20 @@ def test_a_row_red_only_by_a_timeout_is_inconclusive_never_caught():
     base = {("a", "vllm-serve-v1"): _r("pass"), ("b", "vllm-v1"): _r("pass")}
     o = Outcome(MUT)
     judge(
-        o, base, {("a", "vllm-serve-v1"): _r("error", slow), ("b", "vllm-v1"): _r("pass")}, APPLIED
+        o,
+        base,
+        {("a", "vllm-serve-v1"): _r("error", slow, True), ("b", "vllm-v1"): _r("pass")},
+        APPLIED,
     )
     assert o.status == "inconclusive" and not o.caught and len(o.inconclusive) == 1
     assert "timing out" in o.reason and o.status in report.FAILING
     hung = "vllm-v1 worker timed out after 600 s during case; log tail ..."
     o = Outcome(MUT)
     judge(
-        o, base, {("a", "vllm-serve-v1"): _r("error", hung), ("b", "vllm-v1"): _r("fail")}, APPLIED
+        o,
+        base,
+        {("a", "vllm-serve-v1"): _r("error", hung, True), ("b", "vllm-v1"): _r("fail")},
+        APPLIED,
     )
     assert o.status == "caught" and [c["case"] for c in o.caught] == ["b"]
     assert [c["case"] for c in o.inconclusive] == ["a"]
@@ -69,6 +75,11 @@ def test_a_row_red_only_by_a_timeout_is_inconclusive_never_caught():
     o = Outcome(MUT)
     judge(o, base, {("a", "vllm-serve-v1"): _r("error", "engine failed to load")}, APPLIED)
     assert o.status == "caught"
+    # the report's timed_out decides, not words: an engine error whose text (a log line) reads
+    # like a start timeout is a catch
+    o = Outcome(MUT)
+    judge(o, base, {("a", "vllm-serve-v1"): _r("error", slow, timed_out=False)}, APPLIED)
+    assert o.status == "caught" and not o.inconclusive
 
 
 def test_a_row_red_in_the_baseline_catches_nothing():

@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 SIZE = 64
-IMAGE_SETS = ("synthetic-images",)
+IMAGE_SETS = ("synthetic-images", "blank")
 
 
 @lru_cache(maxsize=None)
@@ -48,13 +48,18 @@ def synthetic_images() -> tuple:
 
 
 def image(ref: str):
-    """`synthetic-images/3` -> that PIL image; `file:/path/page.png` -> that file, as RGB."""
+    """`synthetic-images/3` -> that PIL image; `blank/28` -> a black 28x28 image;
+    `file:/path/page.png` -> that file, as RGB."""
     if ref.startswith("file:"):
         from PIL import Image
 
         with Image.open(ref[5:]) as im:
             return im.convert("RGB")
     name, _, index = ref.partition("/")
+    if name == "blank":  # `blank/28`: a black 28x28 RGB image (a model card's dummy image)
+        from PIL import Image
+
+        return Image.new("RGB", (int(index), int(index)))
     if name != "synthetic-images":
         raise ValueError(f"unknown image set {name!r}; valid: {', '.join(IMAGE_SETS)}")
     return synthetic_images()[int(index)]

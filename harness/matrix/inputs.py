@@ -282,6 +282,30 @@ def _image_query_pairs() -> tuple[Item, ...]:
     return tuple(pairs)
 
 
+# The prompts of the DSE model card (MrLight/dse-qwen2-2b-mrl-v1): Qwen2-VL's chat template with
+# add_generation_prompt (its default system message), then "<|endoftext|>", whose last hidden state
+# is the embedding. A query carries the card's dummy image (Image.new("RGB", (28, 28))).
+DSE_QUERY = (
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+    "<|vision_start|><|image_pad|><|vision_end|>Query: {}<|im_end|>\n"
+    "<|im_start|>assistant\n<|endoftext|>"
+)
+DSE_DOCUMENT = (
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+    "<|vision_start|><|image_pad|><|vision_end|>What is shown in this image?<|im_end|>\n"
+    "<|im_start|>assistant\n<|endoftext|>"
+)
+
+
+def _dse_queries_and_pages() -> tuple[Item, ...]:
+    # DSE-style retrieval prompts, queries and page images interleaved in one batch: each caption
+    # as a query (with the dummy image), each described image as a document
+    images = _images()
+    queries = [{"text": DSE_QUERY.format(q), "image": "blank/28"} for q in _DESCRIPTIONS]
+    pages = [{"text": DSE_DOCUMENT, **images[i]} for i in _DESCRIBED]
+    return tuple(x for pair in zip(queries, pages) for x in pair)
+
+
 _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "short-texts": (1, _short_texts),
     "long-texts": (1, _long_texts),
@@ -300,6 +324,7 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "texts-with-images": (1, _texts_with_images),
     "query-image-pairs": (1, _query_image_pairs),
     "image-query-pairs": (1, _image_query_pairs),
+    "dse-queries-and-pages": (1, _dse_queries_and_pages),
 }
 INPUT_SET_NAMES = tuple(sorted(_SETS))
 

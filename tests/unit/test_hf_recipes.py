@@ -61,9 +61,13 @@ ADDED = {
     "yes-no-reranker": 1,
     "mxbai-rerank-v2": 1,
     "siglip-embed": 1,
+    "qwen2-vl-last-embed": 1,
 }
 # the defaults they claim (for their own architecture only)
-ADDED_BY_ARCH = {("SiglipModel", "embed"): "siglip-embed"}
+ADDED_BY_ARCH = {
+    ("SiglipModel", "embed"): "siglip-embed",
+    ("Qwen2VLForConditionalGeneration", "embed"): "qwen2-vl-last-embed",
+}
 
 
 def test_the_split_kept_every_recipe_version_and_default():

@@ -1,4 +1,5 @@
-"""Qwen2-VL for jina-reranker-m0 (JinaVLForRanking): Qwen tokenizer plus vision specials."""
+"""Qwen2-VL for jina-reranker-m0 (JinaVLForRanking) and for DSE/GME-style last-token embedders
+(Qwen2VLForConditionalGeneration): Qwen tokenizer plus vision specials."""
 
 from __future__ import annotations
 
@@ -108,6 +109,6 @@ register(
         model_type="qwen2_vl",
         config=_qwen2_vl_config(),
         tokenizer=_qwen_vl_tokenizer_and_processor,
-        archs=("JinaVLForRanking",),
+        archs=("JinaVLForRanking", "Qwen2VLForConditionalGeneration"),
     ),
 )

@@ -34,6 +34,9 @@ ADDED = {
     "qwen3": {"Qwen3ForCausalLM"},  # Qwen3-Reranker's yes/no-logit causal LM
     "qwen2": {"Qwen2ForCausalLM"},  # mxbai-rerank-v2's 0/1-logit causal LM
     "siglip": {"SiglipModel"},
+    # standalone XLM-R: multilingual-e5 embeddings, bge-reranker-v2-m3 cross-encoder
+    "xlm-roberta-absolute": {"XLMRobertaModel", "XLMRobertaForSequenceClassification"},
+    "gemma": {"GemmaForCausalLM"},  # bge-reranker-v2-gemma's "Yes"-logit causal LM
 }
 NOW = {k: BEFORE.get(k, set()) | ADDED.get(k, set()) for k in {*BEFORE, *ADDED}}
 

@@ -178,6 +178,25 @@ def _mxbai_rerank_v2_pairs() -> tuple[Item, ...]:
     )
 
 
+# bge-reranker-v2-gemma's prompt (FlagEmbedding's FlagLLMReranker defaults: "A: " before the
+# query, "B: " before the passage, "\n" between them and before its task prompt), split in two
+# as vLLM's own MTEB test of the model sends it to the score API (query "A: {query}\n", document
+# "B: {doc}\n{prompt}"), which joins an LLM reranker's pair without a separator. The recipe
+# (harness/runners/hf/flag_llm_reranker.py) transcribes FlagEmbedding's code on its own.
+BGE_RERANKER_GEMMA_PROMPT = (
+    "Given a query A and a passage B, determine whether the passage contains an answer to the "
+    "query by providing a prediction of either 'Yes' or 'No'."
+)
+
+
+def _bge_reranker_gemma_pairs() -> tuple[Item, ...]:
+    """query-document-pairs in bge-reranker-v2-gemma's prompt:
+    ("A: {query}\n", "B: {doc}\n" + task prompt)."""
+    return tuple(
+        (f"A: {q}\n", f"B: {d}\n{BGE_RERANKER_GEMMA_PROMPT}") for q, d in _query_document_pairs()
+    )
+
+
 def _adversarial_texts() -> tuple[Item, ...]:
     """Inputs where engines break: scripts and normalisation, whitespace, text that spells special
     tokens, duplicates and equal lengths in one batch, and one token beside a long input."""
@@ -325,6 +344,7 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "query-image-pairs": (1, _query_image_pairs),
     "image-query-pairs": (1, _image_query_pairs),
     "dse-queries-and-pages": (1, _dse_queries_and_pages),
+    "bge-reranker-v2-gemma-pairs": (1, _bge_reranker_gemma_pairs),
 }
 INPUT_SET_NAMES = tuple(sorted(_SETS))
 

@@ -35,6 +35,9 @@ ADDED = {
     "qwen2": {"Qwen2ForCausalLM"},  # mxbai-rerank-v2's 0/1-logit causal LM
     "siglip": {"SiglipModel"},
     "qwen2-vl": {"Qwen2VLForConditionalGeneration"},  # DSE / GME last-token embedders
+    # standalone XLM-R: multilingual-e5 embeddings, bge-reranker-v2-m3 cross-encoder
+    "xlm-roberta-absolute": {"XLMRobertaModel", "XLMRobertaForSequenceClassification"},
+    "gemma": {"GemmaForCausalLM"},  # bge-reranker-v2-gemma's "Yes"-logit causal LM
 }
 NOW = {k: BEFORE.get(k, set()) | ADDED.get(k, set()) for k in {*BEFORE, *ADDED}}
 

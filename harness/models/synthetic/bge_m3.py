@@ -13,18 +13,10 @@ from pathlib import Path
 
 from harness.matrix.schema import SyntheticModel
 from harness.models.synthetic import ArchFamily, register, seeded_values
-from harness.models.synthetic.xlm_roberta import xlmr_tokenizer, xlmr_vocab
+from harness.models.synthetic.xlm_roberta import XLMR_ABSOLUTE, xlmr_offset_tokenizer
 
 # FlagEmbedding's head files: (file, output features; None = hidden size)
 HEADS = {"sparse_linear": 1, "colbert_linear": None}
-
-
-def _tokenizer(out: Path, config: dict) -> None:
-    """The Unigram XLM-R tokenizer, 2 positions shorter than the model: RoBERTa's positions run
-    from pad_token_id + 1, so a full-length input needs max_position_embeddings = length + 2."""
-    xlmr_tokenizer(
-        out, {**config, "max_position_embeddings": config["max_position_embeddings"] - 2}
-    )
 
 
 def _heads(out: Path, spec: SyntheticModel, config) -> None:
@@ -55,22 +47,8 @@ register(
     "bge-m3",
     ArchFamily(
         model_type="xlm-roberta",
-        config=dict(
-            vocab_size=len(xlmr_vocab()),
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=128,
-            hidden_act="gelu",
-            max_position_embeddings=130,
-            type_vocab_size=1,
-            layer_norm_eps=1e-5,
-            pad_token_id=1,
-            bos_token_id=0,
-            eos_token_id=2,
-            initializer_range=0.2,
-        ),
-        tokenizer=_tokenizer,
+        config=XLMR_ABSOLUTE,
+        tokenizer=xlmr_offset_tokenizer,
         archs=("BgeM3EmbeddingModel",),
         hf_class={"BgeM3EmbeddingModel": "XLMRobertaModel"},
         post_build=_heads,

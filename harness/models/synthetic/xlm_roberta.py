@@ -1,4 +1,6 @@
-"""Jina ColBERT over XLM-RoBERTa (Unigram tokenizer, the checkpoint's remote config class)."""
+"""XLM-RoBERTa backbones (Unigram tokenizer): the absolute-position encoder (XLMRobertaModel,
+XLMRobertaForSequenceClassification: multilingual-e5, bge-reranker-v2-m3; its config shared
+with bge_m3.py) and Jina ColBERT (rotary, the checkpoint's remote config class)."""
 
 from __future__ import annotations
 
@@ -43,6 +45,32 @@ def xlmr_tokenizer(out: Path, config: dict) -> None:
     tok.save_pretrained(out)
 
 
+def xlmr_offset_tokenizer(out: Path, config: dict) -> None:
+    """The Unigram XLM-R tokenizer, 2 positions shorter than the model: RoBERTa's positions run
+    from pad_token_id + 1, so a full-length input needs max_position_embeddings = length + 2."""
+    xlmr_tokenizer(
+        out, {**config, "max_position_embeddings": config["max_position_embeddings"] - 2}
+    )
+
+
+# the absolute-position XLM-RoBERTa of transformers (pad id 1: positions start at 2), tiny
+XLMR_ABSOLUTE = dict(
+    vocab_size=len(xlmr_vocab()),
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=128,
+    hidden_act="gelu",
+    max_position_embeddings=130,
+    type_vocab_size=1,
+    layer_norm_eps=1e-5,
+    pad_token_id=1,
+    bos_token_id=0,
+    eos_token_id=2,
+    initializer_range=0.2,
+)
+
+
 def _jina_remote_config(out: Path, spec: SyntheticModel, config) -> None:
     """What vLLM's Jina ColBERT needs: a config class named XLMRobertaFlashConfig (auto_map to a
     configuration file in the checkpoint) with lora_rank and lora_alpha."""
@@ -80,5 +108,22 @@ register(
         tokenizer=xlmr_tokenizer,
         archs=("ColBERTJinaRobertaModel",),
         post_build=_jina_remote_config,
+    ),
+)
+
+
+# multilingual-e5 (XLMRobertaModel, mean pooling) and bge-reranker-v2-m3 (a one-label
+# XLMRobertaForSequenceClassification cross-encoder), as transformers builds them.
+# position_embedding_type is written as the published config.json files have it (saved by
+# transformers 4; transformers 5's XLMRobertaConfig no longer declares it): vLLM 0.32 reads it
+# unguarded for an XLMRobertaModel (models/config.py, JinaRobertaModelConfig) and fails the load
+# with "XLMRobertaConfig object has no attribute position_embedding_type" without it (measured).
+register(
+    "xlm-roberta-absolute",
+    ArchFamily(
+        model_type="xlm-roberta",
+        config={**XLMR_ABSOLUTE, "position_embedding_type": "absolute"},
+        tokenizer=xlmr_offset_tokenizer,
+        archs=("XLMRobertaModel", "XLMRobertaForSequenceClassification"),
     ),
 )

@@ -34,6 +34,8 @@ ADDED = {
     "qwen3": {"Qwen3ForCausalLM"},  # Qwen3-Reranker's yes/no-logit causal LM
     "qwen2": {"Qwen2ForCausalLM"},  # mxbai-rerank-v2's 0/1-logit causal LM
     "siglip": {"SiglipModel"},
+    "nomic_bert": {"NomicBertModel"},  # rotary encoders (vLLM bert_with_rope)
+    "gte": {"GteModel"},
 }
 NOW = {k: BEFORE.get(k, set()) | ADDED.get(k, set()) for k in {*BEFORE, *ADDED}}
 

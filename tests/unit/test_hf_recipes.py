@@ -61,6 +61,7 @@ ADDED = {
     "yes-no-reranker": 1,
     "mxbai-rerank-v2": 1,
     "siglip-embed": 1,
+    "hf-masked-lm": 1,  # per-token vocabulary softmax of an MLM head
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {("SiglipModel", "embed"): "siglip-embed"}

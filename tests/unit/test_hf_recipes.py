@@ -62,6 +62,7 @@ ADDED = {
     "mxbai-rerank-v2": 1,
     "siglip-embed": 1,
     "qwen2-vl-last-embed": 1,
+    "hf-masked-lm": 1,  # per-token vocabulary softmax of an MLM head
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {

@@ -38,6 +38,8 @@ ADDED = {
     # standalone XLM-R: multilingual-e5 embeddings, bge-reranker-v2-m3 cross-encoder
     "xlm-roberta-absolute": {"XLMRobertaModel", "XLMRobertaForSequenceClassification"},
     "gemma": {"GemmaForCausalLM"},  # bge-reranker-v2-gemma's "Yes"-logit causal LM
+    "nomic_bert": {"NomicBertModel"},  # rotary encoders (vLLM bert_with_rope)
+    "gte": {"GteModel"},
 }
 NOW = {k: BEFORE.get(k, set()) | ADDED.get(k, set()) for k in {*BEFORE, *ADDED}}
 

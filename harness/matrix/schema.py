@@ -70,6 +70,8 @@ class SyntheticModel(_Strict):
     source: Literal["synthetic"]
     arch: str
     seed: int = 0
+    # config.json overrides of the family's tiny defaults; a key set to null is left OUT of
+    # config.json (a checkpoint saved by a transformers whose config class no longer has it)
     config: dict[str, Any] = Field(default_factory=dict)
     # sentence-transformers modules saved beside the weights (pooling + normalize)
     pooling: Literal["mean", "cls", "lasttoken"] | None = None

@@ -201,3 +201,17 @@ def test_reference_checkpoint_names_round_trip():
     ]
     inverse = {new: old for old, new in JinaVLRanker.checkpoint_prefixes.items()}
     assert {renamed(k, inverse) for k in saved} == set(state)
+
+
+def test_a_config_key_set_to_null_is_left_out_of_config_json(tmp_path):
+    """`config: {key: null}` writes a checkpoint without the key, as a transformers whose config
+    class dropped it saves one (XLM-R's position_embedding_type in transformers 5); without the
+    override the family's value is written."""
+    base = SyntheticModel(source="synthetic", arch="XLMRobertaModel", seed=1)
+    _build_in(tmp_path / "with", base)
+    cfg = json.loads(next((tmp_path / "with").glob("models/*/config.json")).read_text())
+    assert cfg["position_embedding_type"] == "absolute"
+    dropped = base.model_copy(update={"config": {"position_embedding_type": None}})
+    _build_in(tmp_path / "without", dropped)
+    cfg = json.loads(next((tmp_path / "without").glob("models/*/config.json")).read_text())
+    assert "position_embedding_type" not in cfg and cfg["model_type"] == "xlm-roberta"

@@ -185,7 +185,8 @@ def build(spec: SyntheticModel, target: Path) -> str:
     from harness.models.refmodels import REFERENCE_ARCHS, checkpoint_names
 
     fam = family_of(spec.arch)
-    cfg = {**fam.config, **spec.config}
+    absent = {k for k, v in spec.config.items() if v is None}  # left out of config.json
+    cfg = {k: v for k, v in {**fam.config, **spec.config}.items() if k not in absent}
     config = transformers.AutoConfig.for_model(fam.model_type, **cfg)
     config.architectures = [spec.arch]
     torch.manual_seed(0)  # irrelevant to the result: every parameter is overwritten below
@@ -220,6 +221,10 @@ def build(spec: SyntheticModel, target: Path) -> str:
                 metadata={"format": "pt"},
             )
             config.save_pretrained(tmp)
+        if absent:  # whatever default the installed transformers writes for them
+            saved = json.loads((tmp / "config.json").read_text())
+            kept = {k: v for k, v in saved.items() if k not in absent}
+            (tmp / "config.json").write_text(json.dumps(kept, indent=2, sort_keys=True) + "\n")
         if fam.post_build is not None:
             fam.post_build(tmp, spec, config)
         fam.tokenizer(tmp, cfg, **spec.tokenizer)

@@ -63,6 +63,7 @@ ADDED = {
     "siglip-embed": 1,
     "qwen2-vl-last-embed": 1,
     "hf-masked-lm": 1,  # per-token vocabulary softmax of an MLM head
+    "flag-llm-reranker": 1,  # bge-reranker-v2-gemma (FlagEmbedding FlagLLMReranker)
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {

@@ -362,8 +362,9 @@ class Case(_Strict):
     # normalisation; classify and token_classify, the softmax / sigmoid; reward, the sigmoid
     # (off by default). The reference computes the same post-processing (raw logits when off,
     # the vector without its Normalize module when off). Engine-wide, the same setting is
-    # `engine: {pooler_config: {use_activation: ...}}`: the reference follows it too
-    # (`activation_override`)
+    # `engine: {pooler_config: {use_activation: ...}}`, which the reference does not follow by
+    # itself (an engine setting alone is how tests/integration/data/faults.yaml injects a fault):
+    # a case that means it says so with `hf: {use_activation: ...}`
     use_activation: bool | None = None
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.matrix.checks on derived cases, never in a matrix
@@ -509,12 +510,17 @@ class Case(_Strict):
                 f"prompt_name applies to task 'embed' sent as text only, not task {self.task!r} "
                 f"with prompt_form {self.prompt_form!r}"
             )
-        engine_activation = (self.engine.get("pooler_config") or {}).get("use_activation")
+        reference_activation = self.hf.get("use_activation")
         if (
-            self.use_activation is not None or engine_activation is not None
+            self.use_activation is not None or reference_activation is not None
         ) and self.task not in ACTIVATION_TASKS:
             raise ValueError(
                 f"use_activation applies to tasks {', '.join(ACTIVATION_TASKS)}, not {self.task!r}"
+            )
+        if self.use_activation is not None and reference_activation is not None:
+            raise ValueError(
+                "use_activation is sent per request and the reference follows it: drop "
+                "hf.use_activation (that one is for an engine-wide pooler_config setting)"
             )
         _check_prompt_form(self)
         for dtype, tol in self.tolerances.items():
@@ -534,14 +540,6 @@ class Case(_Strict):
                 f"{self.where}: case {self.id!r} has no tolerances for dtype {dtype!r}; "
                 f"it has: {sorted(self.tolerances)}"
             ) from None
-
-    @property
-    def activation_override(self) -> bool | None:
-        """The post-processing the reference must follow: the request's `use_activation`, else
-        the engine's pooler_config.use_activation, else None (the task's default)."""
-        if self.use_activation is not None:
-            return self.use_activation
-        return (self.engine.get("pooler_config") or {}).get("use_activation")
 
     @property
     def compared_runners(self) -> list[str]:

@@ -43,22 +43,26 @@ def test_use_activation_applies_to_the_tasks_that_have_a_post_processing():
         with pytest.raises(ValueError, match="use_activation applies to tasks"):
             _case(task, use_activation=True)
         with pytest.raises(ValueError, match="use_activation applies to tasks"):
-            _case(task, engine={"pooler_config": {"use_activation": False}})
+            _case(task, hf={"use_activation": False})
+    # an engine setting alone stays a fault injection (tests/integration/data/faults.yaml)
+    assert _case("score", engine={"pooler_config": {"use_activation": False}}).hf == {}
+    with pytest.raises(ValueError, match="drop hf.use_activation"):
+        _case(use_activation=True, hf={"use_activation": False})
 
 
-def test_the_reference_follows_the_request_else_the_engine_else_the_default():
-    assert _case().activation_override is None
-    assert _case(engine={"pooler_config": {"use_activation": False}}).activation_override is False
-    both = _case(engine={"pooler_config": {"use_activation": False}}, use_activation=True)
-    assert both.activation_override is True  # the request wins, as PoolingParams merges
-
-
-def test_the_reference_is_told_the_effective_setting_and_vllm_only_the_requests(tmp_path):
-    engine_only = _case(engine={"pooler_config": {"use_activation": False}})
-    hf, _ = Executor._run_request(engine_only, "hf", tmp_path)
-    v1, _ = Executor._run_request(engine_only, "vllm-v1", tmp_path)
+def test_the_request_setting_goes_to_every_runner_the_engine_one_to_the_reference_only(
+    tmp_path,
+):
+    engine = _case(
+        engine={"pooler_config": {"use_activation": False}}, hf={"use_activation": False}
+    )
+    hf, _ = Executor._run_request(engine, "hf", tmp_path)
+    v1, _ = Executor._run_request(engine, "vllm-v1", tmp_path)
     assert hf["options"]["use_activation"] is False
     assert "use_activation" not in v1["options"]  # the engine already has it
+    fault = _case(engine={"pooler_config": {"use_activation": False}})
+    hf, _ = Executor._run_request(fault, "hf", tmp_path)
+    assert "use_activation" not in hf["options"]  # the reference keeps the task's default
     request = _case(use_activation=False)
     for runner in ("hf", "vllm-v1", "vllm-serve-v1"):
         got, _ = Executor._run_request(request, runner, tmp_path)

@@ -121,6 +121,9 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
         **({"prompt_form": case.prompt_form} if case.prompt_form != "text" else {}),
         # absent when unset: encode(prompt_name=...) prefixes the model's prompt
         **({"prompt_name": case.prompt_name} if case.prompt_name else {}),
+        # absent when unset: the post-processing turned on or off per request (an engine-wide
+        # setting the reference follows is in hf_options)
+        **({"use_activation": case.use_activation} if case.use_activation is not None else {}),
     }
 
 

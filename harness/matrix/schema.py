@@ -21,6 +21,8 @@ from harness.matrix.runner_names import REFERENCE_RUNNER, RunnerName, runner_inf
 from harness.matrix.tasks import TaskName
 
 Dtype = Literal["float32", "float16", "bfloat16"]
+# the tasks whose post-processing vLLM 0.32 lets a user turn on or off (`use_activation`)
+ACTIVATION_TASKS = ("embed", "classify", "token_embed", "token_classify", "reward")
 
 
 def _known_check(name: str) -> str:
@@ -357,6 +359,15 @@ class Case(_Strict):
     # prompt + text (LLM.embed takes no prompt name in 0.32); its server runners ask /v2/embed
     # with input_type=<name>, which vLLM resolves from that file itself
     prompt_name: str | None = None
+    # vLLM's per-request `use_activation` (PoolingParams offline; the request field of
+    # /v1/embeddings, /classify and /pooling on a server) on or off: embed and token_embed, the L2
+    # normalisation; classify and token_classify, the softmax / sigmoid; reward, the sigmoid
+    # (off by default). The reference computes the same post-processing (raw logits when off,
+    # the vector without its Normalize module when off). Engine-wide, the same setting is
+    # `engine: {pooler_config: {use_activation: ...}}`, which the reference does not follow by
+    # itself (an engine setting alone is how tests/integration/data/faults.yaml injects a fault):
+    # a case that means it says so with `hf: {use_activation: ...}`
+    use_activation: bool | None = None
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.matrix.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
@@ -500,6 +511,18 @@ class Case(_Strict):
             raise ValueError(
                 f"prompt_name applies to task 'embed' sent as text only, not task {self.task!r} "
                 f"with prompt_form {self.prompt_form!r}"
+            )
+        reference_activation = self.hf.get("use_activation")
+        if (
+            self.use_activation is not None or reference_activation is not None
+        ) and self.task not in ACTIVATION_TASKS:
+            raise ValueError(
+                f"use_activation applies to tasks {', '.join(ACTIVATION_TASKS)}, not {self.task!r}"
+            )
+        if self.use_activation is not None and reference_activation is not None:
+            raise ValueError(
+                "use_activation is sent per request and the reference follows it: drop "
+                "hf.use_activation (that one is for an engine-wide pooler_config setting)"
             )
         _check_prompt_form(self)
         for dtype, tol in self.tolerances.items():

@@ -40,11 +40,12 @@ class BertColBERT(torch.nn.Module):
         self.bert = transformers.BertModel(config, add_pooling_layer=False)
         self.linear = torch.nn.Linear(config.hidden_size, self.projection_dim, bias=False)
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, normalize=True):
         hidden = self.bert(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         ).last_hidden_state
-        return torch.nn.functional.normalize(self.linear(hidden), dim=-1)
+        projected = self.linear(hidden)  # normalize False: the projection alone
+        return torch.nn.functional.normalize(projected, dim=-1) if normalize else projected
 
 
 class _JinaLayer(torch.nn.Module):

@@ -328,6 +328,10 @@ class Executor:
             options["dimensions"] = case.dimensions
         if case.prompt_name:
             options["prompt_name"] = case.prompt_name
+        # per request: vLLM is sent it, the reference follows it (an engine-wide setting reaches
+        # the reference only as the case's `hf: {use_activation}`, in the options above)
+        if case.use_activation is not None:
+            options["use_activation"] = case.use_activation
         for cap in ("max_tokens_per_query", "max_tokens_per_doc"):
             if getattr(case, cap):
                 options[cap] = getattr(case, cap)

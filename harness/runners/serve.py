@@ -431,13 +431,28 @@ class ServeRunner:
         if trunc and options.get("truncation_side"):
             trunc["truncation_side"] = str(options["truncation_side"])
         dims = {"dimensions": int(options["dimensions"])} if options.get("dimensions") else {}
-        base = {"model": self.model, **trunc}
+        # use_activation: the request field of /v1/embeddings, /classify and /pooling (post-
+        # processing on or off); absent: the server's default
+        act = options.get("use_activation")
+        base = {
+            "model": self.model,
+            **trunc,
+            **({"use_activation": bool(act)} if act is not None else {}),
+        }
         usage = None
         if task == "embed" and options.get("prompt_name"):
             # vLLM's Cohere-style /v2/embed: `input_type` names a prompt of the model's
             # config_sentence_transformers.json, which the server prepends itself
-            if trunc or form != "text" or options.get("encoding_format", "float") != "float":
-                raise ValueError("prompt_name is sent through /v2/embed: text, float, no truncate")
+            if (
+                trunc
+                or act is not None
+                or form != "text"
+                or options.get("encoding_format", "float") != "float"
+            ):
+                raise ValueError(
+                    "prompt_name is sent through /v2/embed: text, float, no truncate, "
+                    "no use_activation"
+                )
             body = {
                 "model": self.model,
                 "texts": [item],

@@ -233,17 +233,18 @@ class VllmRunner:
 
         tok = truncation_kwargs(options)
         dims = int(options["dimensions"]) if options.get("dimensions") else None
+        act = options.get("use_activation")  # per request (PoolingParams); None: the default
         if options.get("prompt_name"):  # LLM.embed takes no prompt name: prefix as users do
             prompt = st_prompt(self.req.model_dir, str(options["prompt_name"]))
             items = [prompt + it for it in items]
         self.trace.reset()
         if options.get("expect_refusal"):
             answered = run_expecting_refusal(
-                lambda batch: self._call(task, batch, tok, dims), list(items)
+                lambda batch: self._call(task, batch, tok, dims, act), list(items)
             )
         else:
             answered = run_with_options(
-                lambda batch: self._call(task, batch, tok, dims),
+                lambda batch: self._call(task, batch, tok, dims, act),
                 paired(list(items), options.get("prompt_forms")),
                 options,
             )
@@ -254,15 +255,22 @@ class VllmRunner:
         return [out for out, _ in answered]
 
     def _call(
-        self, task: str, items: list, tok: dict | None, dims: int | None = None
+        self,
+        task: str,
+        items: list,
+        tok: dict | None,
+        dims: int | None = None,
+        act: bool | None = None,
     ) -> list[tuple[np.ndarray, dict]]:
         kw: dict[str, Any] = {"use_tqdm": False}
         if tok:
             kw["tokenization_kwargs"] = dict(tok)
-        if dims is not None:  # Matryoshka; the matrix allows it on embed cases only
+        if dims is not None or act is not None:
+            # dimensions: Matryoshka (embed cases only); use_activation: the post-processing on
+            # or off (the matrix allows it on the tasks that have one)
             from vllm import PoolingParams
 
-            kw["pooling_params"] = PoolingParams(dimensions=dims)
+            kw["pooling_params"] = PoolingParams(dimensions=dims, use_activation=act)
         if task == "embed":
             prompts, sent = self._prompts(items)
             return [

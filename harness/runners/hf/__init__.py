@@ -32,6 +32,7 @@ _BY_ARCH: dict[tuple[str, str], str] = {}  # (config architecture, task) -> its 
 _SIDED: set[str] = set()  # recipes that implement a case's `truncation_side`
 _PADDED: set[str] = set()  # recipes that pad texts to max_length (a case's `padding`)
 _CAPPED: set[str] = set()  # recipes that implement `max_tokens_per_query` / `max_tokens_per_doc`
+_ACTIVATED: set[str] = set()  # recipes that implement a case's `use_activation` (on and off)
 TEXT_CAPS = ("max_tokens_per_query", "max_tokens_per_doc")
 LAZY = {
     "RECIPES": _RECIPES,
@@ -48,6 +49,7 @@ def recipe(
     truncation_side: bool = False,
     padding: bool = False,
     text_caps: bool = False,
+    activation: bool = False,
 ) -> Callable[[Recipe], Recipe]:
     """Register a reference recipe. Bump `version` whenever what it computes changes: goldens
     record it and are refused when it differs. `default_for` names what runs it when a case
@@ -56,7 +58,8 @@ def recipe(
     the task's default). `truncation_side`: the recipe implements the option of that name (a
     case naming it on another recipe is refused, never silently ignored). `padding`: the recipe
     pads texts to max_length (a case's `padding: max_length`; refused on any other recipe);
-    `text_caps` likewise for max_tokens_per_query / max_tokens_per_doc."""
+    `text_caps` likewise for max_tokens_per_query / max_tokens_per_doc; `activation` likewise for
+    `use_activation` (the recipe computes its output with its post-processing on and off)."""
 
     def deco(fn: Recipe) -> Recipe:
         where = f"{fn.__module__}.{fn.__qualname__}"
@@ -86,6 +89,8 @@ def recipe(
             _PADDED.add(name)
         if text_caps:
             _CAPPED.add(name)
+        if activation:
+            _ACTIVATED.add(name)
         return fn
 
     return deco
@@ -259,6 +264,11 @@ class HFRunner:
             raise ValueError(
                 f"reference recipe {name!r} does not implement {', '.join(caps)}; recipes that "
                 f"do: {sorted(_CAPPED)}"
+            )
+        if options.get("use_activation") is not None and name not in _ACTIVATED:
+            raise ValueError(
+                f"reference recipe {name!r} does not implement use_activation; recipes that "
+                f"do: {sorted(_ACTIVATED)}"
             )
         if options.get("truncate") == -1:  # as tokenizer(truncation=True) without max_length
             options = {**options, "truncate": self.model_max_length()}

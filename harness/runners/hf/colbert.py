@@ -7,10 +7,10 @@ import numpy as np
 from harness.runners.hf import HFRunner, once_per_item, recipe, reference_model
 
 
-def _colbert_encoder(runner: HFRunner):
+def _colbert_encoder(runner: HFRunner, normalize: bool = True):
     """text -> [tokens, dim] L2-normalised token embeddings, for both ColBERT layouts:
     `HF_ColBERT` (bert.* + linear, harness.models.refmodels) or a backbone + sentence-transformers
-    1_Dense."""
+    1_Dense. `normalize` False (a case's `use_activation: false`): the projections themselves."""
     from pathlib import Path
 
     import torch
@@ -22,7 +22,15 @@ def _colbert_encoder(runner: HFRunner):
     tok = runner.tokenizer()
     if runner.architecture() in REFERENCE_ARCHS:
         model = reference_model(runner)
-        forward = lambda enc: model(**enc)[0]  # noqa: E731
+        if normalize:
+            forward = lambda enc: model(**enc)[0]  # noqa: E731
+        elif type(model).__name__ == "BertColBERT":
+            forward = lambda enc: model(**enc, normalize=False)[0]  # noqa: E731
+        else:
+            raise ValueError(
+                f"use_activation false: the {type(model).__name__} reference normalises inside "
+                f"its forward; HF_ColBERT and backbone + 1_Dense layouts implement it"
+            )
     else:
         from safetensors.torch import load_file
 
@@ -33,9 +41,8 @@ def _colbert_encoder(runner: HFRunner):
 
         def forward(enc):
             hidden = backbone(**enc, use_cache=False).last_hidden_state[0]
-            return torch.nn.functional.normalize(
-                hidden @ weight.to(hidden.device, hidden.dtype).T, dim=-1
-            )
+            projected = hidden @ weight.to(hidden.device, hidden.dtype).T
+            return torch.nn.functional.normalize(projected, dim=-1) if normalize else projected
 
     def encode(text: str, max_length: int | None = None, note: bool = False):
         with torch.inference_mode():
@@ -47,10 +54,11 @@ def _colbert_encoder(runner: HFRunner):
     return encode
 
 
-@recipe("colbert-token-embed", default_for=["token_embed"])
+@recipe("colbert-token-embed", default_for=["token_embed"], activation=True)
 def _colbert_tokens(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
-    """Every token (special tokens included): projection, then per-token L2 normalisation."""
-    encode = _colbert_encoder(runner)
+    """Every token (special tokens included): projection, then per-token L2 normalisation (not
+    with `use_activation: false`)."""
+    encode = _colbert_encoder(runner, normalize=options.get("use_activation") is not False)
     return [
         encode(t, options.get("truncate"), note=True).cpu().numpy().astype(np.float32)
         for t in items

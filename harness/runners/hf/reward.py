@@ -8,14 +8,25 @@ import numpy as np
 from harness.runners.hf import HFRunner, per_item, recipe, reference_model
 
 
-@recipe("reference-token-reward", default_for=["reward"])
+@recipe("reference-token-reward", default_for=["reward"], activation=True)
 def _token_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
-    """Outcome reward model: the head's raw output at every token, [tokens, 1] (vLLM's default)."""
+    """Outcome reward model: the head's raw output at every token, [tokens, 1] (vLLM's default);
+    with `use_activation: true`, its sigmoid (one label: the probability reading a single-logit
+    head gets, as sentence-transformers' CrossEncoder and the hf-sequence-classification recipe
+    apply it)."""
+    import torch
+
     model = reference_model(runner)
+    on = options.get("use_activation") is True
+
+    def forward(enc):
+        raw = model(enc["input_ids"], enc.get("attention_mask"))[0]
+        return torch.sigmoid(raw) if on else raw
+
     return per_item(
         runner,
         items,
-        lambda enc: model(enc["input_ids"], enc.get("attention_mask"))[0],
+        forward,
         options.get("truncate"),
     )
 

@@ -7,14 +7,26 @@ import numpy as np
 from harness.runners.hf import HFRunner, form_inputs, limit, recipe, torch_dtype
 
 
-@recipe("st-embed", default_for=["embed"])
+@recipe("st-embed", default_for=["embed"], activation=True)
 def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     """sentence-transformers encode: its own pooling and normalize modules decide the vector.
     `dimensions` is encode's `truncate_dim`, with its semantics (sentence_transformer/model.py,
     encode): the model's output, Normalize module included, is cut to the first `dimensions`
     values and not normalised again unless the case says `hf: {normalize_embeddings: true}`
-    (encode's own option, applied after the cut; what a Matryoshka model card asks for)."""
+    (encode's own option, applied after the cut; what a Matryoshka model card asks for).
+    `use_activation` (vLLM's name for an embedding's L2 normalisation): true is encode's
+    normalize_embeddings; false is the model's modules without its Normalize module (encode of a
+    SentenceTransformer built from the others), so the vector is the pooled (and Dense) one."""
     st = runner.sentence_transformer()
+    if options.get("use_activation") is not None:
+        if options.get("prompt_forms") or options.get("normalize_embeddings") is not None:
+            raise ValueError(
+                "use_activation with prompt forms or normalize_embeddings is not supported"
+            )
+        if options["use_activation"]:
+            options = {**options, "normalize_embeddings": True}
+        else:
+            st = runner.loaded("st-without-normalize", lambda: _without_normalize(st))
     if options.get("prompt_forms"):
         return _st_embed_forms(runner, st, items, options)
     dims = int(options["dimensions"]) if options.get("dimensions") else None
@@ -42,6 +54,17 @@ def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
         for it in items:  # preprocess is what encode tokenizes with, on the prompted text
             runner.note_tokens(st.preprocess([prompt + it])["input_ids"][0])
     return [np.asarray(v, dtype=np.float32) for v in out]
+
+
+def _without_normalize(st):
+    """The SentenceTransformer of `st`'s modules minus its Normalize modules (same weights)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize
+
+    kept = [m for m in st if not isinstance(m, Normalize)]
+    out = SentenceTransformer(modules=kept, device=str(st.device))
+    out.prompts, out.default_prompt_name = dict(st.prompts or {}), st.default_prompt_name
+    return out
 
 
 def _st_embed_forms(runner: HFRunner, st, items: list, options: dict) -> list[np.ndarray]:

@@ -7,40 +7,56 @@ import numpy as np
 from harness.runners.hf import HFRunner, form_inputs, per_item, recipe
 
 
-def _activation(logits, num_labels: int):
-    """What vLLM's classify/score apply by default: sigmoid for one label, softmax for more."""
+def _activation(logits, num_labels: int, on: bool = True):
+    """What vLLM's classify/score apply by default: sigmoid for one label, softmax for more
+    (sentence-transformers' CrossEncoder default for one label; softmax over the labels for
+    more). `on` False: the raw logits (a case's `use_activation: false`)."""
     import torch
 
+    if not on:
+        return logits
     return torch.sigmoid(logits) if num_labels == 1 else torch.softmax(logits, dim=-1)
 
 
-@recipe("hf-sequence-classification", default_for=["classify"])
+@recipe("hf-sequence-classification", default_for=["classify"], activation=True)
 def _seq_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
-    """AutoModelForSequenceClassification logits -> sigmoid (1 label) or softmax (n labels)."""
+    """AutoModelForSequenceClassification logits -> sigmoid (1 label) or softmax (n labels);
+    with `use_activation: false` the logits themselves."""
     model = runner.auto_model("AutoModelForSequenceClassification")
     n = model.config.num_labels
+    on = options.get("use_activation") is not False
     if options.get("prompt_forms"):  # token ids or inputs_embeds per item, batch of one
         import torch
 
         with torch.inference_mode():
             return [
-                _activation(model(**kw).logits[0], n).float().cpu().numpy().astype(np.float32)
+                _activation(model(**kw).logits[0], n, on).float().cpu().numpy().astype(np.float32)
                 for kw in form_inputs(runner, model, items, options["prompt_forms"])
             ]
     return per_item(
-        runner, items, lambda enc: _activation(model(**enc).logits[0], n), options.get("truncate")
+        runner,
+        items,
+        lambda enc: _activation(model(**enc).logits[0], n, on),
+        options.get("truncate"),
     )
 
 
-@recipe("hf-token-classification", default_for=["token_classify"])
+@recipe("hf-token-classification", default_for=["token_classify"], activation=True)
 def _token_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
-    """AutoModelForTokenClassification logits -> softmax per token (special tokens included)."""
+    """AutoModelForTokenClassification logits -> softmax per token (special tokens included);
+    with `use_activation: false` the logits themselves."""
     import torch
 
     model = runner.auto_model("AutoModelForTokenClassification")
+    on = options.get("use_activation") is not False
     return per_item(
         runner,
         items,
-        lambda enc: torch.softmax(model(**enc).logits[0], dim=-1),
+        lambda enc: (torch.softmax if on else _raw)(model(**enc).logits[0], dim=-1),
         options.get("truncate"),
     )
+
+
+def _raw(logits, dim: int = -1):
+    """No activation: the logits as the head computed them."""
+    return logits

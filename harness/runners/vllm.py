@@ -236,14 +236,15 @@ class VllmRunner:
         if options.get("prompt_name"):  # LLM.embed takes no prompt name: prefix as users do
             prompt = st_prompt(self.req.model_dir, str(options["prompt_name"]))
             items = [prompt + it for it in items]
+        caps = score_caps(options)
         self.trace.reset()
         if options.get("expect_refusal"):
             answered = run_expecting_refusal(
-                lambda batch: self._call(task, batch, tok, dims), list(items)
+                lambda batch: self._call(task, batch, tok, dims, caps), list(items)
             )
         else:
             answered = run_with_options(
-                lambda batch: self._call(task, batch, tok, dims),
+                lambda batch: self._call(task, batch, tok, dims, caps),
                 paired(list(items), options.get("prompt_forms")),
                 options,
             )
@@ -254,7 +255,12 @@ class VllmRunner:
         return [out for out, _ in answered]
 
     def _call(
-        self, task: str, items: list, tok: dict | None, dims: int | None = None
+        self,
+        task: str,
+        items: list,
+        tok: dict | None,
+        dims: int | None = None,
+        caps: dict[str, int] | None = None,
     ) -> list[tuple[np.ndarray, dict]]:
         kw: dict[str, Any] = {"use_tqdm": False}
         if tok:
@@ -263,6 +269,10 @@ class VllmRunner:
             from vllm import PoolingParams
 
             kw["pooling_params"] = PoolingParams(dimensions=dims)
+        if caps:  # max_tokens_per_query/doc; the matrix allows them on score cases only
+            from vllm import PoolingParams
+
+            kw["pooling_params"] = PoolingParams(extra_kwargs=dict(caps))
         if task == "embed":
             prompts, sent = self._prompts(items)
             return [
@@ -376,6 +386,18 @@ class VllmRunner:
 
 
 _COMBINED_IDS = itertools.count()
+
+
+def score_caps(options: dict[str, Any]) -> dict[str, int] | None:
+    """LLM.score's limits on the query's and each document's own tokens: vLLM 0.32 takes the
+    /score request fields max_tokens_per_query / max_tokens_per_doc offline as
+    PoolingParams.extra_kwargs of the same names (entrypoints/pooling/scoring/io_processor.py,
+    `_get_token_limits(pooling_params=...)`, read by both its bi-encoder and cross-encoder
+    offline request factories)."""
+    caps = {
+        k: int(options[k]) for k in ("max_tokens_per_query", "max_tokens_per_doc") if options.get(k)
+    }
+    return caps or None
 
 
 def truncation_kwargs(options: dict[str, Any]) -> dict[str, Any] | None:

@@ -61,6 +61,8 @@ ADDED = {
     "yes-no-reranker": 1,
     "mxbai-rerank-v2": 1,
     "siglip-embed": 1,
+    "hf-multi-label-classification": 1,
+    "st-embed-chunked": 1,
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {("SiglipModel", "embed"): "siglip-embed"}

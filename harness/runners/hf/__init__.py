@@ -3,7 +3,8 @@
 A recipe is how a family's output is computed in Hugging Face terms; it is the thing vLLM must
 reproduce. This module is the runner, the recipe registry and the helpers recipes share; the
 recipes live in the other modules of this package, one per family (sentence_transformers,
-sequence, reward, colbert, clip, siglip, colpali, jina_vl, bge_m3, splade, yes_no_reranker),
+sequence, reward, colbert, clip, siglip, colpali, jina_vl, bge_m3, splade, yes_no_reranker,
+chunked),
 found by `discover()` the first time the registry is read. Add a family by adding, at most,
 one module here (docs/adding-a-family.md).
 A recipe module imports numpy at most at module level (torch and transformers inside its

@@ -344,7 +344,9 @@ class Case(_Strict):
     expect: Expect | None = None
     # score: limit the query (first text) and the document (second text) each to this many of
     # its own tokens before they are paired (the /score and /rerank request fields of these
-    # names); the reference cuts the HF tokenizer's ids of each text alike (st-cross-encoder)
+    # names; offline, LLM.score's PoolingParams(extra_kwargs={...}) of the same names, which
+    # vLLM 0.32's scoring io_processor reads); the reference cuts the HF tokenizer's ids of each
+    # text alike (st-cross-encoder)
     max_tokens_per_query: int | None = Field(default=None, gt=0)
     max_tokens_per_doc: int | None = Field(default=None, gt=0)
     # embed: keep this many leading dimensions (Matryoshka): the reference is sentence-transformers'
@@ -488,14 +490,6 @@ class Case(_Strict):
             if self.task != "score":
                 raise ValueError(
                     f"{', '.join(caps)} applies to task 'score' only, not {self.task!r}"
-                )
-            offline = [
-                r for r in self.runners if r != REFERENCE_RUNNER and not runner_info(r).is_server
-            ]
-            if offline:
-                raise ValueError(
-                    f"{', '.join(caps)} is a /score and /rerank request field: server runners "
-                    f"(vllm-serve-*) only, not {offline}"
                 )
         if self.truncation_side is not None and self.truncate is None:
             raise ValueError("truncation_side needs truncate (the number of tokens to keep)")

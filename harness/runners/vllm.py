@@ -237,14 +237,15 @@ class VllmRunner:
         if options.get("prompt_name"):  # LLM.embed takes no prompt name: prefix as users do
             prompt = st_prompt(self.req.model_dir, str(options["prompt_name"]))
             items = [prompt + it for it in items]
+        caps = score_caps(options)
         self.trace.reset()
         if options.get("expect_refusal"):
             answered = run_expecting_refusal(
-                lambda batch: self._call(task, batch, tok, dims, act), list(items)
+                lambda batch: self._call(task, batch, tok, dims, act, caps), list(items)
             )
         else:
             answered = run_with_options(
-                lambda batch: self._call(task, batch, tok, dims, act),
+                lambda batch: self._call(task, batch, tok, dims, act, caps),
                 paired(list(items), options.get("prompt_forms")),
                 options,
             )
@@ -261,16 +262,20 @@ class VllmRunner:
         tok: dict | None,
         dims: int | None = None,
         act: bool | None = None,
+        caps: dict[str, int] | None = None,
     ) -> list[tuple[np.ndarray, dict]]:
         kw: dict[str, Any] = {"use_tqdm": False}
         if tok:
             kw["tokenization_kwargs"] = dict(tok)
-        if dims is not None or act is not None:
+        if dims is not None or act is not None or caps:
             # dimensions: Matryoshka (embed cases only); use_activation: the post-processing on
-            # or off (the matrix allows it on the tasks that have one)
+            # or off (the matrix allows it on the tasks that have one); max_tokens_per_query/doc
+            # (score cases only) as the score io_processor reads them, extra_kwargs
             from vllm import PoolingParams
 
-            kw["pooling_params"] = PoolingParams(dimensions=dims, use_activation=act)
+            kw["pooling_params"] = PoolingParams(
+                dimensions=dims, use_activation=act, extra_kwargs=dict(caps) if caps else None
+            )
         if task == "embed":
             prompts, sent = self._prompts(items)
             return [
@@ -384,6 +389,18 @@ class VllmRunner:
 
 
 _COMBINED_IDS = itertools.count()
+
+
+def score_caps(options: dict[str, Any]) -> dict[str, int] | None:
+    """LLM.score's limits on the query's and each document's own tokens: vLLM 0.32 takes the
+    /score request fields max_tokens_per_query / max_tokens_per_doc offline as
+    PoolingParams.extra_kwargs of the same names (entrypoints/pooling/scoring/io_processor.py,
+    `_get_token_limits(pooling_params=...)`, read by both its bi-encoder and cross-encoder
+    offline request factories)."""
+    caps = {
+        k: int(options[k]) for k in ("max_tokens_per_query", "max_tokens_per_doc") if options.get(k)
+    }
+    return caps or None
 
 
 def truncation_kwargs(options: dict[str, Any]) -> dict[str, Any] | None:

@@ -64,6 +64,8 @@ ADDED = {
     "qwen2-vl-last-embed": 1,
     "hf-masked-lm": 1,  # per-token vocabulary softmax of an MLM head
     "flag-llm-reranker": 1,  # bge-reranker-v2-gemma (FlagEmbedding FlagLLMReranker)
+    "hf-multi-label-classification": 1,
+    "st-embed-chunked": 1,
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {

@@ -97,9 +97,10 @@ def test_capped_pair_encoding_matches_a_pair_assembled_by_parts(tokenizer, max_q
         assert len(tokenizer.encode(d, add_special_tokens=False)) > 12 + 1
 
 
-def test_text_caps_are_server_request_fields_of_score_cases_only():
+def test_text_caps_are_request_fields_of_score_cases_only():
     from harness.matrix.schema import Case
     from harness.runners.serve import text_caps
+    from harness.runners.vllm import score_caps
 
     assert text_caps({"max_tokens_per_doc": 12, "max_tokens_per_query": None}) == {
         "max_tokens_per_doc": 12
@@ -115,9 +116,11 @@ def test_text_caps_are_server_request_fields_of_score_cases_only():
         "max_tokens_per_doc": 12,
     }
     Case.model_validate(base)
-    with pytest.raises(
-        ValueError, match=r"server runners \(vllm-serve-\*\) only, not \['vllm-v1'\]"
-    ):
-        Case.model_validate({**base, "runners": ["hf", "vllm-v1"]})
+    # offline too: LLM.score takes them as PoolingParams(extra_kwargs=...) (vllm 0.32)
+    Case.model_validate({**base, "runners": ["hf", "vllm-v1", "vllm-v2"]})
+    assert score_caps({"max_tokens_per_query": 3, "max_tokens_per_doc": None}) == {
+        "max_tokens_per_query": 3
+    }
+    assert score_caps({"truncate": 8}) is None
     with pytest.raises(ValueError, match="max_tokens_per_doc applies to task 'score' only"):
         Case.model_validate({**base, "task": "embed"})

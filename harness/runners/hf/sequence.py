@@ -60,3 +60,24 @@ def _token_classify(runner: HFRunner, items: list, options: dict) -> list[np.nda
 def _raw(logits, dim: int = -1):
     """No activation: the logits as the head computed them."""
     return logits
+
+
+@recipe("hf-multi-label-classification")
+def _multi_label_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """A classifier whose config.json says `problem_type: multi_label_classification`: one
+    independent probability per label, sigmoid(logit), as transformers defines that problem type
+    (its *ForSequenceClassification trains it with BCEWithLogitsLoss, one binary decision per
+    label; the probabilities do not sum to 1). A model not configured so is refused: the recipe
+    would otherwise claim a rule its model card does not state."""
+    import torch
+
+    model = runner.auto_model("AutoModelForSequenceClassification")
+    kind = getattr(model.config, "problem_type", None)
+    if kind != "multi_label_classification":
+        raise ValueError(
+            f"hf-multi-label-classification: the model's problem_type is {kind!r}, not "
+            "'multi_label_classification'"
+        )
+    return per_item(
+        runner, items, lambda enc: torch.sigmoid(model(**enc).logits[0]), options.get("truncate")
+    )

@@ -1,0 +1,20 @@
+"""A multi-label classifier (config problem_type multi_label_classification) gets a softmax over
+its labels instead of one sigmoid per label, as if get_act_fn ignored problem_type."""
+
+TARGETS = ">=0.32,<0.33"
+BUG_CLASS = "normalisation/activation"
+REPLAYS = None
+MODULE = "vllm.model_executor.layers.pooler.activations"
+FILES = ["vllm/model_executor/layers/pooler/activations.py"]
+CASES = ["*multilabel*"]
+RUNNERS = ["vllm-v1", "vllm-v2"]
+MATRIX = "matrices/extended.yaml"
+
+
+def apply(module):
+    import torch.nn.functional as F
+
+    def forward_chunk(self, pooled_data):
+        return F.softmax(pooled_data, dim=-1)
+
+    module.PoolerMultiLabelClassify.forward_chunk = forward_chunk

@@ -130,9 +130,19 @@ def test_the_adapter_moves_the_outputs_far_beyond_the_tolerance(built):
         with_adapter = [torch.softmax(model(**e).logits[0], -1).numpy() for e in encs]
         with model.disable_adapter():
             without = [torch.softmax(model(**e).logits[0], -1).numpy() for e in encs]
+        # the adapter's own head alone (modules_to_save), q/v LoRA kept: the base model's head
+        # put back into the adapter's copy of it
+        head = model.base_model.model.score
+        head.modules_to_save["default"].load_state_dict(head.original_module.state_dict())
+        base_head = [torch.softmax(model(**e).logits[0], -1).numpy() for e in encs]
     bound = case.tolerance("float32").max_abs
     moved = max(float(np.abs(a - b).max()) for a, b in zip(with_adapter, without))
     assert moved > 1000 * bound, moved
+    print(f"adapter moves the outputs by {moved:.3g}")
+    # so a vLLM that ran the q/v LoRA but kept the base score head could not pass either
+    head_moved = max(float(np.abs(a - b).max()) for a, b in zip(with_adapter, base_head))
+    assert head_moved > 1000 * bound, head_moved
+    print(f"the adapter's head alone moves them by {head_moved:.3g}")
     assert max(float(np.abs(a - b).max()) for a, b in zip(without, plain)) < 1e-6
 
 

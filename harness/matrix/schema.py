@@ -301,6 +301,25 @@ class Expect(_Strict):
         return v
 
 
+class LoraAdapter(_Strict):
+    """A seeded LoRA adapter the harness builds beside the case's model with peft's own
+    `get_peft_model` + `save_pretrained` (harness.models.lora; cached like synthetic models, keyed
+    by the model's fingerprint and this spec). Its lora_A / lora_B matrices and the
+    modules_to_save copies (e.g. a classifier head) are drawn from a numpy generator seeded by
+    (seed, parameter name), never left at peft's init (lora_B = 0 would make it a no-op). The
+    reference is peft (`PeftModel.from_pretrained` on the base, adapter enabled); the offline vLLM
+    runners start the engine with enable_lora and send every request with a LoRARequest."""
+
+    seed: int = 0
+    r: int = Field(default=4, gt=0)
+    lora_alpha: int = Field(default=8, gt=0)
+    target_modules: list[str] = Field(min_length=1)
+    # peft's modules_to_save: whole modules the adapter replaces (e.g. [score], the head)
+    modules_to_save: list[str] = Field(default_factory=list)
+    # the standard deviation of the seeded adapter weights
+    std: float = Field(default=0.2, gt=0)
+
+
 class Case(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._@-]*$")
     family: str
@@ -370,6 +389,9 @@ class Case(_Strict):
     # itself (an engine setting alone is how tests/integration/data/faults.yaml injects a fault):
     # a case that means it says so with `hf: {use_activation: ...}`
     use_activation: bool | None = None
+    # a seeded LoRA adapter on the model (LoraAdapter): the reference runs it through peft, the
+    # offline vLLM runners through enable_lora + a LoRARequest on every request
+    lora: LoraAdapter | None = None
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.matrix.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
@@ -519,6 +541,14 @@ class Case(_Strict):
                 "hf.use_activation (that one is for an engine-wide pooler_config setting)"
             )
         _check_prompt_form(self)
+        if self.lora is not None:
+            servers = [r for r in self.runners if runner_info(r).is_server]
+            if servers:
+                raise ValueError(
+                    f"lora on {', '.join(servers)}: the harness sends a LoRARequest through "
+                    f"vLLM's offline LLM API only; use hf and offline runners (vllm-v1, "
+                    f"vllm-v2, vllm-auto)"
+                )
         for dtype, tol in self.tolerances.items():
             if tol.k is not None and dtype not in HALF_DTYPES:
                 raise ValueError(

@@ -23,6 +23,9 @@ class ResolvedModel:
     path: Path
     fingerprint: str
     description: str  # where it came from, for reports
+    # a LoRA adapter folder run on top of `path` (harness.models.lora); `fingerprint` is then
+    # the combined one of model and adapter
+    adapter: Path | None = None
 
 
 def _resolve_package(src: PackageModel) -> Path:
@@ -97,6 +100,22 @@ def resolve(src, base: Path) -> ResolvedModel:
     else:
         desc = f"local {path}"
     return ResolvedModel(path, fingerprint(path), desc)
+
+
+def with_adapter(model: ResolvedModel, spec) -> ResolvedModel:
+    """The model with a case's seeded LoRA adapter (a schema LoraAdapter) built beside it."""
+    from harness.models.lora import build_adapter, combined_fingerprint
+
+    folder, adapter_fp = build_adapter(model.path, model.fingerprint, spec)
+    return ResolvedModel(
+        model.path,
+        combined_fingerprint(model.fingerprint, adapter_fp),
+        f"{model.description} + LoRA adapter (seed {spec.seed}, r {spec.r}, "
+        f"{', '.join(spec.target_modules)}"
+        + (f"; modules_to_save {', '.join(spec.modules_to_save)}" if spec.modules_to_save else "")
+        + ")",
+        adapter=folder,
+    )
 
 
 def stored_model_dir(src, base: Path) -> Path:

@@ -35,6 +35,7 @@ BUG_CLASSES = (
     "server encoding",
     "multimodal routing",
     "engine start",
+    "adapters (LoRA)",
 )
 REPLAY_RE = re.compile(r"^vllm#\d+$")
 

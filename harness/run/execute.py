@@ -189,6 +189,7 @@ class Executor:
             engine=load.engine,
             hf=load.hf,
             trust_remote_code=load.trust_remote_code,
+            lora_dir=str(load.model.adapter) if load.model.adapter else None,
         )
         self.progress(f"loading {load.model.description} in {load.name}", None)
         started = 0.0

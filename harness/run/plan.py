@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.matrix.runner_names import REFERENCE_RUNNER
 from harness.matrix.schema import HALF_DTYPES, Case
-from harness.models.resolve import ModelUnavailable, ResolvedModel, resolve
+from harness.models.resolve import ModelUnavailable, ResolvedModel, resolve, with_adapter
 from harness.runners.platform import Platform
 
 # the HF reference run again in float32 beside a half-precision run: the yardstick its
@@ -85,7 +85,15 @@ def prepare_models(cases: list[Case], base_dir: Path) -> dict[str, ResolvedModel
         prepared = dict(
             zip(sources, pool.map(lambda src: _prepare(src, base_dir), sources.values()))
         )
-    return {case.id: prepared[case.model.model_dump_json()] for case in cases}
+    models = {case.id: prepared[case.model.model_dump_json()] for case in cases}
+    for case in cases:  # a LoRA case runs its model with the adapter built beside it
+        model = models[case.id]
+        if case.lora is not None and isinstance(model, ResolvedModel):
+            try:
+                models[case.id] = with_adapter(model, case.lora)
+            except Exception as e:  # noqa: BLE001 - a broken adapter fails its case only
+                models[case.id] = ModelProblem("error", f"LoRA adapter could not be built: {e}")
+    return models
 
 
 def build_plan(

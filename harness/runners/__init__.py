@@ -34,6 +34,7 @@ class LoadRequest:
     engine: dict[str, Any] = field(default_factory=dict)  # vLLM engine kwargs
     hf: dict[str, Any] = field(default_factory=dict)  # reference-recipe options
     trust_remote_code: bool = False
+    lora_dir: str | None = None  # a LoRA adapter on the model: peft's folder (harness.models.lora)
 
 
 @runtime_checkable

@@ -163,6 +163,7 @@ class VllmRunner:
         self.trust = False
         self._hf: dict[str, Any] = {}  # HF tokenizer and model, for token-id and embeds prompts
         self.last_run: dict = {}
+        self.lora = None  # the case's LoRARequest, sent with every request
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
         import torch
@@ -179,8 +180,14 @@ class VllmRunner:
         kwargs: dict[str, Any] = {
             **Platform(req.device).engine_defaults(budget.bytes),
             "seed": 0,
+            **(lora_engine_kwargs(req.lora_dir) if req.lora_dir else {}),
             **req.engine,
         }
+        self.lora = None
+        if req.lora_dir:
+            from vllm.lora.request import LoRARequest
+
+            self.lora = LoRARequest("case-adapter", 1, req.lora_dir)
         try:
             with _heap_kept_frozen(freeze_first=True):
                 self.llm = LLM(
@@ -209,6 +216,7 @@ class VllmRunner:
             "engine_trace": self.trace.as_info(),
             "device": req.device,
             "engine_kwargs": {k: v for k, v in kwargs.items()},
+            **({"lora_adapter": req.lora_dir} if req.lora_dir else {}),
             "kv_budget": {
                 **budget.as_info(),
                 "overridden_by_case": "kv_cache_memory_bytes" in req.engine,
@@ -265,6 +273,8 @@ class VllmRunner:
         caps: dict[str, int] | None = None,
     ) -> list[tuple[np.ndarray, dict]]:
         kw: dict[str, Any] = {"use_tqdm": False}
+        if self.lora is not None:
+            kw["lora_request"] = self.lora
         if tok:
             kw["tokenization_kwargs"] = dict(tok)
         if dims is not None or act is not None or caps:
@@ -313,12 +323,17 @@ class VllmRunner:
         leaves the combined task's defaults to the plugin)."""
         from vllm import PoolingParams
 
-        if set(kw) - {"use_tqdm"}:
+        if set(kw) - {"use_tqdm", "lora_request"}:
             raise ValueError(f"task {task!r} takes no truncation or dimensions (got {sorted(kw)})")
         engine = self.llm.llm_engine
         ids = [f"combined-{next(_COMBINED_IDS)}" for _ in prompts]
         for rid, prompt in zip(ids, prompts):
-            engine.add_request(rid, prompt, PoolingParams(task=task, use_activation=True))
+            engine.add_request(
+                rid,
+                prompt,
+                PoolingParams(task=task, use_activation=True),
+                lora_request=kw.get("lora_request"),
+            )
         done: dict[str, Any] = {}
         while engine.has_unfinished_requests():
             done.update({o.request_id: o for o in engine.step() if o.finished})
@@ -375,6 +390,7 @@ class VllmRunner:
 
     def unload(self) -> None:
         self._hf.clear()
+        self.lora = None
         if self.llm is None:
             return
         try:
@@ -401,6 +417,25 @@ def score_caps(options: dict[str, Any]) -> dict[str, int] | None:
         k: int(options[k]) for k in ("max_tokens_per_query", "max_tokens_per_doc") if options.get(k)
     }
     return caps or None
+
+
+def lora_engine_kwargs(lora_dir: str) -> dict[str, Any]:
+    """The engine kwargs that serve one LoRA adapter: enable_lora, max_loras 1 and
+    max_lora_rank, the smallest rank vLLM accepts (its LoRAConfig's MaxLoRARanks) that holds the
+    adapter's r (its adapter_config.json). A case's `engine:` overrides them."""
+    import json
+    import typing
+    from pathlib import Path
+
+    r = int(json.loads((Path(lora_dir) / "adapter_config.json").read_text())["r"])
+    try:
+        from vllm.config.lora import MaxLoRARanks  # tested with vllm 0.32.0
+
+        ranks = sorted(int(x) for x in typing.get_args(MaxLoRARanks))
+    except ImportError:
+        ranks = []
+    rank = next((x for x in ranks if x >= r), r)
+    return {"enable_lora": True, "max_loras": 1, "max_lora_rank": rank}
 
 
 def truncation_kwargs(options: dict[str, Any]) -> dict[str, Any] | None:

@@ -132,6 +132,7 @@ class HFRunner:
             dict
         ] = []  # per item, for prompt forms: what the model ran on (form_inputs)
         self.last_meta: list[dict] = []
+        self.adapter_applied = False  # a case's LoRA adapter was put on a model (auto_model)
 
     def note_tokens(self, input_ids) -> None:
         """Called by a recipe once per item, in input order, with the ids the model ran on."""
@@ -145,14 +146,20 @@ class HFRunner:
 
         self.req = req
         freeze_what_is_alive()  # the model loads lazily, in the recipes; unload collects it
+        versions = {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "sentence-transformers": sentence_transformers.__version__,
+        }
+        if req.lora_dir:  # the reference of a LoRA case is peft
+            import peft
+
+            versions["peft"] = peft.__version__
         return {
             "actual_runner": "hf",
             "device": req.device,
-            "versions": {
-                "torch": torch.__version__,
-                "transformers": transformers.__version__,
-                "sentence-transformers": sentence_transformers.__version__,
-            },
+            "versions": versions,
+            **({"lora_adapter": req.lora_dir} if req.lora_dir else {}),
         }
 
     def sentence_transformer(self):
@@ -182,7 +189,7 @@ class HFRunner:
 
             assert self.req is not None
             cls = getattr(transformers, cls_name)
-            return (
+            model = (
                 cls.from_pretrained(
                     self.req.model_dir,
                     dtype=torch_dtype(self.req.dtype),
@@ -192,6 +199,12 @@ class HFRunner:
                 .to(self.req.device)
                 .eval()
             )
+            if self.req.lora_dir:  # peft runs the adapter on the base: the LoRA reference
+                from peft import PeftModel
+
+                model = PeftModel.from_pretrained(model, self.req.lora_dir).eval()
+                self.adapter_applied = True
+            return model
 
         return self.loaded(cls_name, make)
 
@@ -273,6 +286,11 @@ class HFRunner:
         if options.get("truncate") == -1:  # as tokenizer(truncation=True) without max_length
             options = {**options, "truncate": self.model_max_length()}
         outs = _RECIPES[name](self, items, options)
+        if self.req is not None and self.req.lora_dir and not self.adapter_applied:
+            raise ValueError(
+                f"reference recipe {name!r} does not run the case's LoRA adapter (only models "
+                f"loaded through HFRunner.auto_model get it, e.g. hf-sequence-classification)"
+            )
         if options.get("prompt_forms") and len(self.sent) != len(outs):
             raise ValueError(
                 f"recipe {name!r} does not run prompt forms (token ids, inputs_embeds); "
@@ -292,6 +310,7 @@ class HFRunner:
     def unload(self) -> None:
         self._st = None
         self._loaded.clear()
+        self.adapter_applied = False
         self.req = None
         gc.collect()
 

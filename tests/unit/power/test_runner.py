@@ -185,7 +185,13 @@ def opt(name):
 if argv[0] == "select":
     print(json.dumps({"rows": [{"case": "x", "runner": "vllm-v1"}, {"case": "x", "runner": "hf"}]}))
 elif argv[0] == "golden":
-    (Path(opt("--golden-dir")) / "x").mkdir(parents=True)
+    import os
+    mode = os.environ.get("FAKE_GOLDEN", "records")
+    if mode == "records":
+        (Path(opt("--golden-dir")) / "x").mkdir(parents=True)
+    rows = [] if mode == "refusals-only" else [{"case_id": "x", "runner": "hf", "status": "pass"}]
+    if mode != "crashes":
+        (Path(opt("--out")) / "report.json").write_text(json.dumps({"results": rows}))
 elif argv[0] == "run":
     out = Path(opt("--out"))
     red = "mutations" in out.parts
@@ -227,6 +233,26 @@ def test_recorded_reference_runs_hf_once_and_every_run_reads_it(tmp_path):
         assert run[run.index("--against") + 1] == "golden"
         assert run[run.index("--golden-dir") + 1] == recorded
     assert o.status == "caught" and o.caught[0]["runner"] == "vllm-v1"
+
+
+def test_a_selection_of_refusal_cases_only_records_no_reference_and_still_runs(
+    tmp_path, monkeypatch
+):
+    """A mutation whose rows are all expected refusals (no HF reference exists for one): the
+    recording selects nothing and says so (an empty report), and the runs go on; a recording
+    that ran cases but wrote nothing, or wrote no report at all, is still an error."""
+    import pytest
+
+    from harness.power.runner import record_reference, run_power
+
+    python, _ = _fake_python(tmp_path)
+    monkeypatch.setenv("FAKE_GOLDEN", "refusals-only")
+    (o,) = run_power([MUT], "matrices/pooling.yaml", tmp_path / "a", python=python, say=print)
+    assert o.status == "caught"
+    for mode in ("crashes", "records-nothing"):
+        monkeypatch.setenv("FAKE_GOLDEN", mode)
+        with pytest.raises(RuntimeError, match="the HF reference recorded nothing"):
+            record_reference("matrices/pooling.yaml", [o], tmp_path / mode, python=python)
 
 
 def test_live_reference_runs_hf_beside_every_mutation(tmp_path):

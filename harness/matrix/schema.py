@@ -264,6 +264,9 @@ class ServeOptions(_Strict):
     api: Literal["default", "rerank"] = "default"
     top_n: int | None = Field(default=None, gt=0)  # rerank: also ask for only the top n documents
     max_in_flight: int = Field(default=16, gt=0)  # concurrent requests: the server batches them
+    # embed and classify cases: how many items each request carries as a list `input` (1: every
+    # item its own request; `all`: one request); the answer's `data` is matched to them by index
+    items_per_request: int | Literal["all"] = 1
     request_timeout: float = Field(default=120.0, gt=0)
 
     @model_validator(mode="after")
@@ -276,6 +279,13 @@ class ServeOptions(_Strict):
                 "(base64, bytes, bytes_only), not float"
             )
         return self
+
+    @field_validator("items_per_request")
+    @classmethod
+    def _positive(cls, v):
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"items_per_request must be at least 1 or 'all', got {v}")
+        return v
 
 
 class Expect(_Strict):
@@ -470,6 +480,18 @@ class Case(_Strict):
             )
         if self.dimensions is not None and self.task != "embed":
             raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
+        from harness.matrix.checks import CHECKS
+
+        batched = [c for c in self.checks if CHECKS[c].serve.get("items_per_request", 1) != 1]
+        if (self.serve.items_per_request != 1 or batched) and self.task not in (
+            "embed",
+            "classify",
+        ):
+            what = f"check {batched[0]!r}" if batched else "serve.items_per_request"
+            raise ValueError(
+                f"{what} applies to tasks 'embed' and 'classify' (a list `input` on "
+                f"/v1/embeddings and /classify), not {self.task!r}"
+            )
         caps = [k for k in ("max_tokens_per_query", "max_tokens_per_doc") if getattr(self, k)]
         if caps:
             if self.task != "score":

@@ -332,7 +332,7 @@ def _batched(kind: str) -> Proof:
     many `POST <endpoint>` answered 200 as the harness sent) and its /metrics (one engine request
     finished per item, so each HTTP request carried its items to the engine). `kind`: `all` (one
     request), `chunks` (BATCH_CHUNK items each, one at a time), `in_flight` (chunks, several
-    outstanding at once)."""
+    outstanding at once), `query` (/score: one request per query with its documents, 1:N)."""
 
     def proof(ev: Evidence) -> str | None:
         b = ev.requests.get("batching")
@@ -359,6 +359,11 @@ def _batched(kind: str) -> Proof:
                 f"items of {sent} HTTP requests (one per item expected)"
             )
         peak = ev.requests.get("peak_in_flight")
+        if kind == "query" and (sent < 2 or max(sizes) < 2):
+            return (
+                f"{ev.head}: requests of {sizes} pairs (one per query, some with several "
+                f"documents, needed)"
+            )
         if kind == "all" and (sent != 1 or items < 2):
             return f"{ev.head}: {sent} requests of {sizes} items (one request of all needed)"
         if kind in ("chunks", "in_flight"):
@@ -557,6 +562,25 @@ CHECKS: dict[str, InvarianceCheck] = {
             SERVE_RUNNERS,
             _batched("in_flight"),
             serve={"items_per_request": BATCH_CHUNK, "max_in_flight": 16},
+        ),
+        # /score's shapes (issue #26): text_1 one query and text_2 its documents (1:N, the
+        # answer's index is the document's), and text_1 and text_2 lists of the pairs (N:N)
+        InvarianceCheck(
+            "score_one_to_many",
+            "/score with each query and all its documents (text_1 a text, text_2 a list); "
+            "proof: one request per query, some with several documents, as many logged by the "
+            "server, one engine request per pair",
+            SERVE_RUNNERS,
+            _batched("query"),
+            serve={"items_per_request": "query", "max_in_flight": 16},
+        ),
+        InvarianceCheck(
+            "score_many_to_many",
+            "/score with every pair in one request (text_1 and text_2 lists, pair k their k-th "
+            "texts); proof: one request, logged by the server, one engine request per pair",
+            SERVE_RUNNERS,
+            _batched("all"),
+            serve={"items_per_request": "all", "max_in_flight": 1},
         ),
     )
 }

@@ -298,6 +298,7 @@ class ServeRunner:
             def call(batch: list) -> list:
                 return asyncio.run(self._rerank_all([it for _, it in batch], options))
         elif per_request != 1:  # several items per request, answers matched by `index`
+            # (score: pairs as /score's text_1 and text_2 lists, N:N, or by query, 1:N)
             if task not in BATCHED or options.get("expect_refusal"):
                 raise ValueError(
                     f"items_per_request applies to {', '.join(BATCHED)} cases (a list `input`), "
@@ -384,8 +385,14 @@ class ServeRunner:
         max_in_flight of them outstanding at once; each answer's entries matched to its items by
         `index`. The size of every request sent is kept (self._batches) for the run's evidence."""
         per = options.get("items_per_request", 1)
-        k = max(len(numbered), 1) if per == "all" else int(per)
-        chunks = [numbered[s : s + k] for s in range(0, len(numbered), k)]
+        if per == "query":  # score: each query with all its documents (1:N)
+            from harness.matrix.inputs import query_groups
+
+            groups = query_groups(tuple(it for _, it in numbered))
+            chunks = [[numbered[j] for j in group] for group in groups]
+        else:
+            k = max(len(numbered), 1) if per == "all" else int(per)
+            chunks = [numbered[s : s + k] for s in range(0, len(numbered), k)]
         first = len(self._batches)  # requests numbered across the calls of one run
         self._batches += [len(c) for c in chunks]
         send = _Limited(options)
@@ -414,6 +421,25 @@ class ServeRunner:
                 "truncate/dimensions/prompt_name/padding; the case sets "
                 + ", ".join(unsupported or [f"encoding_format {options.get('encoding_format')}"])
             )
+        path, key = BATCHED[task]
+        what = f"request {r} (items {[i for i, _ in chunk]})"
+        if task == "score":  # N:N (text_1 and text_2 lists, pair k = their k-th) or 1:N
+            queries, docs = [q for _, (q, _) in chunk], [d for _, (_, d) in chunk]
+            one = options.get("items_per_request") == "query"
+            if one and len(set(queries)) != 1:
+                raise ValueError(f"{what}: a 1:N /score request needs one query")
+            body = {"text_1": queries[0] if one else queries, "text_2": docs}
+            body = {"model": self.model, **body, **text_caps(options)}
+            inputs, sent = [None] * len(chunk), [{}] * len(chunk)  # pairs: no /tokenize
+        else:
+            inputs, sent = self._batch_inputs(chunk)
+            body = {"model": self.model, "input": inputs}
+        ans = await self._post(client, path, body, what)
+        return await self._batch_answers(client, task, r, chunk, ans, inputs, sent)
+
+    def _batch_inputs(self, chunk: list) -> tuple[list, list[dict]]:
+        """A chunk's items as a list `input` (texts, or the HF tokenizer's ids), and per item
+        what was sent beside its answer."""
         inputs: list = []
         sent: list[dict] = []
         for _, item in chunk:
@@ -427,9 +453,11 @@ class ServeRunner:
                 sent.append({})
             else:
                 raise ValueError(f"the vllm-serve runner sends text and token ids, not {form!r}")
+        return inputs, sent
+
+    async def _batch_answers(self, client, task, r, chunk, ans, inputs, sent):
         path, key = BATCHED[task]
         what = f"request {r} (items {[i for i, _ in chunk]})"
-        ans = await self._post(client, path, {"model": self.model, "input": inputs}, what)
         entries = match_by_index(ans, len(chunk), f"{path} {what}")
         usage = (ans.get("usage") or {}).get("prompt_tokens")
         out = []
@@ -447,7 +475,8 @@ class ServeRunner:
                 "batch": {"request": r, "items": len(chunk), "prompt_tokens": usage},
                 **extra,
             }
-            out.append((np.asarray(entry[key], dtype=np.float32), meta))
+            value = entry[key]
+            out.append((np.asarray(value if key != "score" else [value], dtype=np.float32), meta))
         return out
 
     def _log_size(self) -> int | None:
@@ -662,7 +691,11 @@ REQUESTS_FINISHED = "vllm:request_success_total"
 
 # tasks whose endpoint takes a list `input` and answers `data[]` with an `index` per input:
 # (endpoint, the output's field in each entry)
-BATCHED = {"embed": ("/v1/embeddings", "embedding"), "classify": ("/classify", "probs")}
+BATCHED = {
+    "embed": ("/v1/embeddings", "embedding"),
+    "classify": ("/classify", "probs"),
+    "score": ("/score", "score"),  # text_1 and text_2 lists (N:N), or one text_1 (1:N)
+}
 LOG_WAIT = 5.0  # seconds the server's access log may lag behind its answers
 
 

@@ -870,3 +870,95 @@ def test_uvicorn_access_lines_are_counted_per_endpoint_and_status():
     )
     assert count_posts(text, "/v1/embeddings") == 2
     assert count_posts(text, "/classify") == 1
+
+
+PAIRS = [tuple(p) for p in input_set("query-document-pairs").items]
+
+
+def _score_shapes_server(index_of=None):
+    """/score taking text_1 a text (1:N: paired with each text_2) or a list (N:N: pair k of the
+    k-th texts); entries listed backwards, each with its index (or `index_of(k, n)`)."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/score"
+        body = json.loads(request.content)
+        docs = body["text_2"] if isinstance(body["text_2"], list) else [body["text_2"]]
+        queries = (
+            body["text_1"] if isinstance(body["text_1"], list) else [body["text_1"]] * len(docs)
+        )
+        assert len(queries) == len(docs)
+        n = len(docs)
+        data = [
+            {"index": index_of(k, n) if index_of else k, "score": _score(q, d)}
+            for k, (q, d) in enumerate(zip(queries, docs))
+        ]
+        return httpx.Response(200, json={"data": data[::-1], "usage": {"prompt_tokens": None}})
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    "per_request, shape, sizes",
+    [("query", "1:N", [4] * 6), ("all", "N:N", [24]), (5, "N:N", [5] * 4 + [4])],
+)
+def test_score_shapes_are_sent_as_asked_and_matched_by_index(per_request, shape, sizes):
+    sent: list = []
+    inner = _score_shapes_server()
+
+    async def handler(request):
+        sent.append(json.loads(request.content))
+        return await inner(request)
+
+    runner = _served(handler)
+    got = runner.run("score", [list(p) for p in PAIRS], {"items_per_request": per_request})
+    assert [float(g[0]) for g in got] == pytest.approx([_score(q, d) for q, d in PAIRS])
+    assert runner.last_run["batching"]["items_per_request"] == sizes
+    assert all(isinstance(b["text_1"], str) == (shape == "1:N") for b in sent)
+
+
+@pytest.mark.parametrize("per_request", ["query", "all"])
+def test_score_shapes_with_mixed_up_indexes_fail(per_request):
+    runner = _served(_score_shapes_server(index_of=lambda k, n: n - 1 - k))
+    got = runner.run("score", [list(p) for p in PAIRS], {"items_per_request": per_request})
+    assert [float(g[0]) for g in got] != pytest.approx([_score(q, d) for q, d in PAIRS])
+
+
+def test_score_shapes_fit_score_cases_only(write_matrix):
+    head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: %s, runners: [hf, vllm-serve-v1],\n"
+    tol = "     tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}, %s}\n"
+    pairs = head % ("score", "query-document-pairs")
+    load_matrix(write_matrix(pairs + tol % "checks: [score_one_to_many, score_many_to_many]"))
+    with pytest.raises(MatrixError, match="check 'score_one_to_many': items_per_request 'query'"):
+        load_matrix(
+            write_matrix(head % ("embed", "short-texts") + tol % "checks: [score_one_to_many]")
+        )
+    with pytest.raises(MatrixError, match="applies to /score, not serve.api 'rerank'"):
+        load_matrix(write_matrix(pairs + tol % "serve: {api: rerank, items_per_request: all}"))
+
+
+@pytest.mark.parametrize(
+    "sizes, error",
+    [
+        ([4] * 6, None),
+        (
+            [1] * 24,
+            "did not take effect: requests of [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1] pairs (one per query, some with several documents, needed)",
+        ),
+    ],
+)
+def test_score_one_to_many_proves_one_request_per_query(sizes, error):
+    base = _case("score").model_copy(
+        update={"checks": ["score_one_to_many"], "inputs": "query-document-pairs"}
+    )
+    (derived,) = [c for c in expand_checks([base]) if c.variant_of]
+    requests = {
+        "batching": {
+            "endpoint": "/score",
+            "items_per_request": sizes,
+            "server_log_requests": len(sizes),
+        },
+        "server_metrics": {"requests_finished": 24, "engine_steps": 3},
+        "peak_in_flight": 6,
+    }
+    reason = check_not_in_effect(derived, {"requests": requests})
+    assert reason == (None if error is None else "invariance check score_one_to_many " + error)

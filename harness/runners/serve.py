@@ -5,7 +5,10 @@ free port (same model-runner environment as the offline V1/V2 workers: harness.r
 waits
 for /health, and sends every item of a case as its own request, many in flight at once, so the
 server batches them dynamically as it does for users. Answers are matched to items by request,
-never by arrival order. The server belongs to the worker's process group: a worker that is killed
+never by arrival order. With `items_per_request` (embed, classify, score) a request carries
+several items (a list `input`; /score's text_1 and text_2 lists, or one query with its
+documents) and its answer's entries are matched to them by `index`, never by position; the run
+records the requests' sizes and how many of them the server's access log answered. The server belongs to the worker's process group: a worker that is killed
 takes its server with it; `unload` stops it (SIGTERM, then SIGKILL of the whole tree). A server
 that dies during a case fails that case; the next case starts a new one.
 """

@@ -8,7 +8,8 @@ server batches them dynamically as it does for users. Answers are matched to ite
 never by arrival order. With `items_per_request` (embed, classify, score) a request carries
 several items (a list `input`; /score's text_1 and text_2 lists, or one query with its
 documents) and its answer's entries are matched to them by `index`, never by position; the run
-records the requests' sizes and how many of them the server's access log answered. The server belongs to the worker's process group: a worker that is killed
+records the requests' sizes and how many of them the server's access log answered. The server
+belongs to the worker's process group: a worker that is killed
 takes its server with it; `unload` stops it (SIGTERM, then SIGKILL of the whole tree). A server
 that dies during a case fails that case; the next case starts a new one.
 """

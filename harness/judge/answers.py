@@ -114,7 +114,7 @@ def usage_problem(
 
 def usage_units(metas: list[dict] | None) -> list[tuple[str, list[int], int]]:
     """(what, its item indices, usage.prompt_tokens) per answer that reported usage."""
-    units, groups = [], {}
+    units, groups, batches = [], {}, {}
     for i, m in enumerate(metas or []):
         m = m or {}
         if m.get("usage_prompt_tokens") is not None:
@@ -122,6 +122,14 @@ def usage_units(metas: list[dict] | None) -> list[tuple[str, list[int], int]]:
         rerank = m.get("rerank") or {}
         if rerank.get("prompt_tokens") is not None:
             groups.setdefault(rerank["group"], (int(rerank["prompt_tokens"]), []))[1].append(i)
-    return units + [
-        (f"/rerank query group {g} (items {idx})", idx, n) for g, (n, idx) in sorted(groups.items())
-    ]
+        batch = m.get("batch") or {}  # several items in one request (items_per_request)
+        if batch.get("prompt_tokens") is not None:
+            batches.setdefault(batch["request"], (int(batch["prompt_tokens"]), []))[1].append(i)
+    return (
+        units
+        + [
+            (f"/rerank query group {g} (items {idx})", idx, n)
+            for g, (n, idx) in sorted(groups.items())
+        ]
+        + [(f"request {r} (items {idx})", idx, n) for r, (n, idx) in sorted(batches.items())]
+    )

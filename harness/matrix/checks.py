@@ -322,6 +322,65 @@ def _sequential(ev: Evidence) -> str | None:
     return None
 
 
+# items per request of the chunked batching checks: 24-item input sets give 8 requests
+BATCH_CHUNK = 3
+
+
+def _batched(kind: str) -> Proof:
+    """Several items per request (a list `input`), proven on both sides: the requests the harness
+    sent (how many, how many items each, how many in flight), the server's own access log (as
+    many `POST <endpoint>` answered 200 as the harness sent) and its /metrics (one engine request
+    finished per item, so each HTTP request carried its items to the engine). `kind`: `all` (one
+    request), `chunks` (BATCH_CHUNK items each, one at a time), `in_flight` (chunks, several
+    outstanding at once), `query` (/score: one request per query with its documents, 1:N)."""
+
+    def proof(ev: Evidence) -> str | None:
+        b = ev.requests.get("batching")
+        if not b:
+            return f"{ev.unproven}: the runner recorded no batched requests"
+        sizes, endpoint = b.get("items_per_request") or [], b.get("endpoint")
+        sent, items = len(sizes), sum(sizes)
+        logged = b.get("server_log_requests")
+        if logged is None:
+            why = b.get("server_log_error")
+            return f"{ev.unproven}: the server's access log could not be read ({why})"
+        if logged != sent:
+            return (
+                f"{ev.unproven}: the harness sent {sent} requests to {endpoint}, the server's "
+                f"access log shows {logged} answered"
+            )
+        server = ev.requests.get("server_metrics") or {}
+        if server.get("error"):
+            return f"{ev.unproven}: the server's /metrics could not be read ({server['error']})"
+        done = server.get("requests_finished")
+        if done != items:
+            return (
+                f"{ev.unproven}: the server finished {done} engine requests for the {items} "
+                f"items of {sent} HTTP requests (one per item expected)"
+            )
+        peak = ev.requests.get("peak_in_flight")
+        if kind == "query" and (sent < 2 or max(sizes) < 2):
+            return (
+                f"{ev.head}: requests of {sizes} pairs (one per query, some with several "
+                f"documents, needed)"
+            )
+        if kind == "all" and (sent != 1 or items < 2):
+            return f"{ev.head}: {sent} requests of {sizes} items (one request of all needed)"
+        if kind in ("chunks", "in_flight"):
+            if sent < 2 or max(sizes) != BATCH_CHUNK:
+                return (
+                    f"{ev.head}: requests of {sizes} items (several requests of at most "
+                    f"{BATCH_CHUNK}, some full, needed)"
+                )
+            if kind == "chunks" and peak != 1:
+                return f"{ev.head}: {peak} requests were in flight at once (one at a time needed)"
+            if kind == "in_flight" and (peak is None or peak < 2):
+                return f"{ev.head}: at most {peak} requests were in flight at once (2+ needed)"
+        return None
+
+    return proof
+
+
 CHECKS: dict[str, InvarianceCheck] = {
     c.name: c
     for c in (
@@ -477,6 +536,51 @@ CHECKS: dict[str, InvarianceCheck] = {
             SERVE_RUNNERS,
             _sequential,
             serve={"max_in_flight": 1},
+        ),
+        # batched requests (issue #26): OpenAI-style clients send many inputs in one request; the
+        # answers are matched to them by `index`, never by position
+        InvarianceCheck(
+            "batched_all",
+            "every item in one request (a list `input`); proof: one request sent, one logged by "
+            "the server's access log, one engine request finished per item",
+            SERVE_RUNNERS,
+            _batched("all"),
+            serve={"items_per_request": "all", "max_in_flight": 1},
+        ),
+        InvarianceCheck(
+            "batched_chunks",
+            f"requests of {BATCH_CHUNK} items, one at a time; proof: as many requests sent as the "
+            "server's access log answered, one in flight, one engine request per item",
+            SERVE_RUNNERS,
+            _batched("chunks"),
+            serve={"items_per_request": BATCH_CHUNK, "max_in_flight": 1},
+        ),
+        InvarianceCheck(
+            "batched_in_flight",
+            f"requests of {BATCH_CHUNK} items, several in flight at once; proof: as "
+            "batched_chunks, with two or more requests outstanding together",
+            SERVE_RUNNERS,
+            _batched("in_flight"),
+            serve={"items_per_request": BATCH_CHUNK, "max_in_flight": 16},
+        ),
+        # /score's shapes (issue #26): text_1 one query and text_2 its documents (1:N, the
+        # answer's index is the document's), and text_1 and text_2 lists of the pairs (N:N)
+        InvarianceCheck(
+            "score_one_to_many",
+            "/score with each query and all its documents (text_1 a text, text_2 a list); "
+            "proof: one request per query, some with several documents, as many logged by the "
+            "server, one engine request per pair",
+            SERVE_RUNNERS,
+            _batched("query"),
+            serve={"items_per_request": "query", "max_in_flight": 16},
+        ),
+        InvarianceCheck(
+            "score_many_to_many",
+            "/score with every pair in one request (text_1 and text_2 lists, pair k their k-th "
+            "texts); proof: one request, logged by the server, one engine request per pair",
+            SERVE_RUNNERS,
+            _batched("all"),
+            serve={"items_per_request": "all", "max_in_flight": 1},
         ),
     )
 }

@@ -268,6 +268,11 @@ class ServeOptions(_Strict):
     api: Literal["default", "rerank"] = "default"
     top_n: int | None = Field(default=None, gt=0)  # rerank: also ask for only the top n documents
     max_in_flight: int = Field(default=16, gt=0)  # concurrent requests: the server batches them
+    # how many items each request carries (1: every item its own request; `all`: one request):
+    # embed and classify as a list `input`, score as /score's text_1 and text_2 lists (N:N);
+    # `query` (score): each query with all its documents, text_1 one text (1:N). The answer's
+    # `data` is matched to the items by index
+    items_per_request: int | Literal["all", "query"] = 1
     request_timeout: float = Field(default=120.0, gt=0)
 
     @model_validator(mode="after")
@@ -280,6 +285,13 @@ class ServeOptions(_Strict):
                 "(base64, bytes, bytes_only), not float"
             )
         return self
+
+    @field_validator("items_per_request")
+    @classmethod
+    def _positive(cls, v):
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"items_per_request must be at least 1 or 'all', got {v}")
+        return v
 
 
 class Expect(_Strict):
@@ -507,6 +519,25 @@ class Case(_Strict):
             )
         if self.dimensions is not None and self.task != "embed":
             raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
+        from harness.matrix.checks import CHECKS
+
+        asked = [(f"check {c!r}", CHECKS[c].serve.get("items_per_request", 1)) for c in self.checks]
+        asked.append(("serve.items_per_request", self.serve.items_per_request))
+        for what, per in asked:
+            if per == 1:
+                continue
+            if self.task not in ("embed", "classify", "score"):
+                raise ValueError(
+                    f"{what} applies to tasks 'embed', 'classify' (a list `input` on "
+                    f"/v1/embeddings and /classify) and 'score' (/score), not {self.task!r}"
+                )
+            if per == "query" and self.task != "score":
+                raise ValueError(
+                    f"{what}: items_per_request 'query' (each query with its documents, 1:N) "
+                    f"applies to task 'score' only, not {self.task!r}"
+                )
+            if self.serve.api == "rerank":
+                raise ValueError(f"{what} applies to /score, not serve.api 'rerank'")
         caps = [k for k in ("max_tokens_per_query", "max_tokens_per_doc") if getattr(self, k)]
         if caps:
             if self.task != "score":

@@ -5,7 +5,11 @@ free port (same model-runner environment as the offline V1/V2 workers: harness.r
 waits
 for /health, and sends every item of a case as its own request, many in flight at once, so the
 server batches them dynamically as it does for users. Answers are matched to items by request,
-never by arrival order. The server belongs to the worker's process group: a worker that is killed
+never by arrival order. With `items_per_request` (embed, classify, score) a request carries
+several items (a list `input`; /score's text_1 and text_2 lists, or one query with its
+documents) and its answer's entries are matched to them by `index`, never by position; the run
+records the requests' sizes and how many of them the server's access log answered. The server
+belongs to the worker's process group: a worker that is killed
 takes its server with it; `unload` stops it (SIGTERM, then SIGKILL of the whole tree). A server
 that dies during a case fails that case; the next case starts a new one.
 """
@@ -33,6 +37,7 @@ from harness.runners.serve_decode import (
     ServerTimeout,
     decode_base64,
     decode_bytes,
+    match_by_index,
     match_rerank,
     same_length,
 )
@@ -119,6 +124,7 @@ class ServeRunner:
         self.restarts = 0
         self._lost: str | None = None  # why the connection to the server was lost during this case
         self._tokenizers: dict[str, Any] = {}  # model dir -> HF tokenizer (token-id prompts)
+        self._batches: list[int] = []  # items in each request of this run (items_per_request)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -289,10 +295,23 @@ class ServeRunner:
             (i, tuple(it) if isinstance(it, list) else it)
             for i, it in enumerate(paired(list(items), options.get("prompt_forms")))
         ]  # pairs arrive as lists; a text with a prompt form as {"prompt_form", "text"}
+        per_request = options.get("items_per_request", 1)
+        self._batches = []
+        mark = self._log_size()
         if task == "score" and options.get("api") == "rerank":
 
             def call(batch: list) -> list:
                 return asyncio.run(self._rerank_all([it for _, it in batch], options))
+        elif per_request != 1:  # several items per request, answers matched by `index`
+            # (score: pairs as /score's text_1 and text_2 lists, N:N, or by query, 1:N)
+            if task not in BATCHED or options.get("expect_refusal"):
+                raise ValueError(
+                    f"items_per_request applies to {', '.join(BATCHED)} cases (a list `input`), "
+                    f"not {task!r}" + (" refusals" if options.get("expect_refusal") else "")
+                )
+
+            def call(batch: list) -> list:
+                return asyncio.run(self._send_batched(task, batch, options))
         else:
 
             def call(batch: list) -> list:
@@ -311,6 +330,14 @@ class ServeRunner:
             )
         after = asyncio.run(self._metrics(options))
         self.last_run = {"server_metrics": metrics_delta(before, after)}
+        if per_request != 1 and task in BATCHED:  # the batching that ran, in both sides' words
+            path = BATCHED[task][0]
+            self.last_run["batching"] = {
+                "endpoint": path,
+                "items_per_request": list(self._batches),  # as the harness sent them
+                "http_requests": len(self._batches),
+                **self._logged_posts(path, mark, len(self._batches)),  # as the server logged them
+            }
         # a case that ran on a server restarted after an earlier one died says so (info.requests)
         self.last_meta = [{**meta, "server_restarts": self.restarts} for _, meta in answered]
         return [out for out, _ in answered]
@@ -355,6 +382,127 @@ class ServeRunner:
                 options.get("embed_dtype", "float32"),
             )
         return answered
+
+    async def _send_batched(
+        self, task: str, numbered: list, options: dict
+    ) -> list[tuple[np.ndarray, dict]]:
+        """The items in requests of `items_per_request` each (`all`: one request), up to
+        max_in_flight of them outstanding at once; each answer's entries matched to its items by
+        `index`. The size of every request sent is kept (self._batches) for the run's evidence."""
+        per = options.get("items_per_request", 1)
+        if per == "query":  # score: each query with all its documents (1:N)
+            from harness.matrix.inputs import query_groups
+
+            groups = query_groups(tuple(it for _, it in numbered))
+            chunks = [[numbered[j] for j in group] for group in groups]
+        else:
+            k = max(len(numbered), 1) if per == "all" else int(per)
+            chunks = [numbered[s : s + k] for s in range(0, len(numbered), k)]
+        first = len(self._batches)  # requests numbered across the calls of one run
+        self._batches += [len(c) for c in chunks]
+        send = _Limited(options)
+        async with self._client(options) as client:
+
+            async def one(r: int, chunk: list):
+                answered, at_send = await send(lambda: self._batch(client, task, r, chunk, options))
+                return [(out, {**meta, "in_flight": at_send}) for out, meta in answered]
+
+            answers = await asyncio.gather(
+                *(one(first + r, chunk) for r, chunk in enumerate(chunks))
+            )
+        return [pair for answer in answers for pair in answer]
+
+    async def _batch(
+        self, client, task: str, r: int, chunk: list, options: dict
+    ) -> list[tuple[np.ndarray, dict]]:
+        """One request carrying the chunk's items as a list `input`; usage.prompt_tokens is the
+        request's (all its items'), kept per item as `batch` for the usage check."""
+        unsupported = [
+            k for k in ("truncate", "dimensions", "prompt_name", "padding") if options.get(k)
+        ]
+        if unsupported or options.get("encoding_format", "float") != "float":
+            raise ValueError(
+                "items_per_request sends float answers without "
+                "truncate/dimensions/prompt_name/padding; the case sets "
+                + ", ".join(unsupported or [f"encoding_format {options.get('encoding_format')}"])
+            )
+        path, key = BATCHED[task]
+        what = f"request {r} (items {[i for i, _ in chunk]})"
+        if task == "score":  # N:N (text_1 and text_2 lists, pair k = their k-th) or 1:N
+            queries, docs = [q for _, (q, _) in chunk], [d for _, (_, d) in chunk]
+            one = options.get("items_per_request") == "query"
+            if one and len(set(queries)) != 1:
+                raise ValueError(f"{what}: a 1:N /score request needs one query")
+            body = {"text_1": queries[0] if one else queries, "text_2": docs}
+            body = {"model": self.model, **body, **text_caps(options)}
+            inputs, sent = [None] * len(chunk), [{}] * len(chunk)  # pairs: no /tokenize
+        else:
+            inputs, sent = self._batch_inputs(chunk)
+            body = {"model": self.model, "input": inputs}
+        ans = await self._post(client, path, body, what)
+        return await self._batch_answers(client, task, r, chunk, ans, inputs, sent)
+
+    def _batch_inputs(self, chunk: list) -> tuple[list, list[dict]]:
+        """A chunk's items as a list `input` (texts, or the HF tokenizer's ids), and per item
+        what was sent beside its answer."""
+        inputs: list = []
+        sent: list[dict] = []
+        for _, item in chunk:
+            form, item = form_of(item)
+            if form == "token_ids":  # the HF tokenizer's ids, one list per input
+                ids_sent = token_ids(self._tokenizer(), item)
+                inputs.append(ids_sent)
+                sent.append({"request_input": "token_ids", "prompt_token_ids": ids_sent})
+            elif form == "text":
+                inputs.append(item)
+                sent.append({})
+            else:
+                raise ValueError(f"the vllm-serve runner sends text and token ids, not {form!r}")
+        return inputs, sent
+
+    async def _batch_answers(self, client, task, r, chunk, ans, inputs, sent):
+        path, key = BATCHED[task]
+        what = f"request {r} (items {[i for i, _ in chunk]})"
+        entries = match_by_index(ans, len(chunk), f"{path} {what}")
+        usage = (ans.get("usage") or {}).get("prompt_tokens")
+        out = []
+        for (i, _), entry, extra, text in zip(chunk, entries, sent, inputs):
+            ids = None
+            if isinstance(text, str):
+                tok = await self._post(
+                    client, "/tokenize", {"model": self.model, "prompt": text}, i
+                )
+                ids = [int(t) for t in tok["tokens"]]
+            meta = {
+                "prompt_token_ids": ids,
+                "num_cached_tokens": None,
+                "usage_prompt_tokens": None,  # the request's, in `batch`
+                "batch": {"request": r, "items": len(chunk), "prompt_tokens": usage},
+                **extra,
+            }
+            value = entry[key]
+            out.append((np.asarray(value if key != "score" else [value], dtype=np.float32), meta))
+        return out
+
+    def _log_size(self) -> int | None:
+        try:
+            return self.log_path.stat().st_size if self.log_path else None
+        except OSError:
+            return None
+
+    def _logged_posts(self, path: str, mark: int | None, expected: int) -> dict[str, Any]:
+        """How many `POST <path>` the server's access log (uvicorn's, in the server log) answered
+        with 200 since `mark`; waits up to LOG_WAIT s for the log to catch up to `expected`."""
+        if self.log_path is None or mark is None:
+            return {"server_log_requests": None, "server_log_error": "no server log"}
+        deadline = time.monotonic() + LOG_WAIT
+        while True:
+            with open(self.log_path, "rb") as f:
+                f.seek(mark)
+                count = count_posts(f.read().decode(errors="replace"), path)
+            if count >= expected or time.monotonic() > deadline:
+                return {"server_log_requests": count}
+            time.sleep(0.2)
 
     async def _rerank_all(self, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
         """Each query with its documents as one /rerank request (all documents), plus one with
@@ -559,6 +707,24 @@ class ServeRunner:
 # output message), and the requests finished, by reason
 ENGINE_STEPS = "vllm:iteration_tokens_total_count"
 REQUESTS_FINISHED = "vllm:request_success_total"
+
+
+# tasks whose endpoint takes a list `input` and answers `data[]` with an `index` per input:
+# (endpoint, the output's field in each entry)
+BATCHED = {
+    "embed": ("/v1/embeddings", "embedding"),
+    "classify": ("/classify", "probs"),
+    "score": ("/score", "score"),  # text_1 and text_2 lists (N:N), or one text_1 (1:N)
+}
+LOG_WAIT = 5.0  # seconds the server's access log may lag behind its answers
+
+
+def count_posts(text: str, path: str) -> int:
+    """uvicorn's access-log lines for `POST <path>` answered 200 (vLLM's server logs each
+    request so unless --disable-uvicorn-access-log): `... "POST /v1/embeddings HTTP/1.1" 200`."""
+    import re
+
+    return len(re.findall(rf'"POST {re.escape(path)} HTTP/[0-9.]+" 200\b', text))
 
 
 def text_caps(options: dict) -> dict[str, int]:

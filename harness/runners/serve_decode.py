@@ -188,3 +188,21 @@ def match_rerank(
             )
         )
     return out
+
+
+def match_by_index(ans: dict, n: int, what: str) -> list[dict]:
+    """The `data` of a request that carried `n` inputs (a list `input` on /v1/embeddings,
+    /classify), one entry per input in the order sent, matched by each entry's `index`, never by
+    its position: an index out of range, repeated or missing is the server's error."""
+    seen: dict[int, dict] = {}
+    for pos, entry in enumerate(ans.get("data") or []):
+        k = entry.get("index")
+        if not isinstance(k, int) or not 0 <= k < n or k in seen:
+            raise ServerFailure(
+                f"{what}: answer entry {pos} has index {k!r}; expected each of 0..{n - 1} once"
+            )
+        seen[k] = entry
+    missing = [k for k in range(n) if k not in seen]
+    if missing:
+        raise ServerFailure(f"{what}: the answer has no entry for input(s) {missing} of {n}")
+    return [seen[k] for k in range(n)]

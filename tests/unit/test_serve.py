@@ -663,3 +663,309 @@ def test_a_bad_start_timeout_is_refused_naming_the_variable(monkeypatch, raw):
     monkeypatch.setenv("PARITY_SERVE_START_TIMEOUT", raw)
     with pytest.raises(ServerFailure, match="PARITY_SERVE_START_TIMEOUT"):
         start_timeout()
+
+
+# --- batched requests (items_per_request) ---------------------------------------------------
+
+
+def _batched_embed_server(answer_order=None, index_of=None, log: list | None = None):
+    """/v1/embeddings taking a list `input`: one entry per input with its `index`, usage the
+    request's total. `answer_order(n)`: the order the entries are listed in; `index_of(k, n)`:
+    the index written on input k's entry (a server that mixes them up). Each request answered is
+    appended to `log` as the server's access log would say it."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": _ids(body["prompt"])})
+        assert request.url.path == "/v1/embeddings" and isinstance(body["input"], list)
+        await asyncio.sleep(0.001)
+        texts = body["input"]
+        n = len(texts)
+        entries = [
+            {"index": index_of(k, n) if index_of else k, "embedding": _vector(t)}
+            for k, t in enumerate(texts)
+        ]
+        order = answer_order(n) if answer_order else range(n)
+        if log is not None:
+            log.append('INFO:     127.0.0.1:1 - "POST /v1/embeddings HTTP/1.1" 200 OK\n')
+        tokens = sum(len(_ids(t)) for t in texts)
+        return httpx.Response(
+            200, json={"data": [entries[k] for k in order], "usage": {"prompt_tokens": tokens}}
+        )
+
+    return handler
+
+
+@pytest.mark.parametrize("per_request, sizes", [("all", [24]), (3, [3] * 8), (5, [5] * 4 + [4])])
+def test_batched_requests_carry_their_items_and_answers_are_matched_by_index(per_request, sizes):
+    reversed_order = _batched_embed_server(answer_order=lambda n: range(n - 1, -1, -1))
+    options = {"items_per_request": per_request, "max_in_flight": 1}
+    m = _embed_measure(reversed_order, options)  # entries listed backwards, indexes right
+    assert m.problem is None and all(x.ok for x in m.metrics), m
+    assert m.notes["usage"].startswith("usage.prompt_tokens equal to the reference's token count")
+    runner = _served(reversed_order)
+    runner.run("embed", list(TEXTS), options)
+    assert runner.last_run["batching"]["items_per_request"] == sizes
+    assert [meta["batch"]["items"] for meta in runner.last_meta] == [
+        s for s in sizes for _ in range(s)
+    ]
+
+
+def test_batched_answers_with_mixed_up_indexes_fail():
+    mixed = _batched_embed_server(index_of=lambda k, n: n - 1 - k)
+    m = _embed_measure(mixed, {"items_per_request": 3, "max_in_flight": 1})
+    verdict = judge(_case("embed", EMBED_TOL), "vllm-serve-v1", m)
+    assert verdict.status == "fail" and "cosine_distance" in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize(
+    "index_of, message",
+    [
+        (lambda k, n: 0, "answer entry 1 has index 0; expected each of 0..2 once"),
+        (lambda k, n: k + 1, "answer entry 2 has index 3; expected each of 0..2 once"),
+        (lambda k, n: "0", "answer entry 0 has index '0'; expected each of 0..2 once"),
+    ],
+)
+def test_a_repeated_or_out_of_range_index_is_the_servers_error(index_of, message):
+    runner = _served(_batched_embed_server(index_of=index_of))
+    with pytest.raises(
+        ServerFailure, match=re.escape(f"/v1/embeddings request 0 (items [0, 1, 2]): {message}")
+    ):
+        runner.run("embed", list(TEXTS), {"items_per_request": 3, "max_in_flight": 1})
+
+
+def test_a_batched_usage_count_off_by_one_fails_naming_the_request():
+    handler = _batched_embed_server()
+
+    async def async_off(request):
+        response = await handler(request)
+        if request.url.path != "/v1/embeddings":
+            return response
+        body = json.loads(response.content)
+        body["usage"]["prompt_tokens"] += 1
+        return httpx.Response(200, json=body)
+
+    m = _embed_measure(async_off, {"items_per_request": 12, "max_in_flight": 1})
+    n = sum(len(_ids(t)) for t in TEXTS[:12])
+    assert m.problem.startswith(
+        f"usage.prompt_tokens of request 0 (items {list(range(12))}) is {n + 1}, but the "
+        f"reference ran {n} tokens"
+    ), m.problem
+
+
+def test_items_per_request_applies_to_embed_and_classify_only(write_matrix):
+    head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: short-texts, runners: [hf, vllm-serve-v1],\n"
+    tol = "     tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}, %s}\n"
+    for task in ("embed", "classify"):
+        load_matrix(write_matrix(head % task + tol % "serve: {items_per_request: all}"))
+    with pytest.raises(MatrixError, match="serve.items_per_request applies to tasks 'embed'"):
+        load_matrix(write_matrix(head % "token_embed" + tol % "serve: {items_per_request: 2}"))
+    with pytest.raises(MatrixError, match="check 'batched_all' applies to tasks 'embed'"):
+        load_matrix(write_matrix(head % "token_embed" + tol % "checks: [batched_all]"))
+    with pytest.raises(MatrixError, match="items_per_request must be at least 1"):
+        load_matrix(write_matrix(head % "embed" + tol % "serve: {items_per_request: 0}"))
+
+
+def _batched_requests(tmp_path, options: dict, logged: int | None = None, finished=None):
+    """info.requests of a batched run against the double, its server log beside it (`logged`:
+    how many of its answers the log shows; None: all)."""
+    from harness.runners.worker import _requests
+
+    log: list = []
+    runner = _served(_batched_embed_server(log=log))
+    runner.log_path = tmp_path / "server.log"
+    runner.log_path.write_text("INFO started\n")
+
+    original = runner._logged_posts
+
+    def logged_posts(path, mark, expected):
+        with open(runner.log_path, "a") as f:
+            f.writelines(log[: len(log) if logged is None else logged])
+        return original(path, mark, expected)
+
+    runner._logged_posts = logged_posts
+    runner.run("embed", list(TEXTS), options)
+    requests = _requests(runner, str(tmp_path / "out"))
+    items = len(TEXTS) if finished is None else finished
+    requests["server_metrics"] = {"engine_steps": 2, "requests_finished": items}
+    return requests
+
+
+@pytest.mark.parametrize(
+    "check, options, logged, finished, error",
+    [
+        ("batched_all", None, None, None, None),
+        ("batched_chunks", None, None, None, None),
+        ("batched_in_flight", None, None, None, None),
+        (
+            "batched_all",
+            {"items_per_request": 3, "max_in_flight": 1},
+            None,
+            None,
+            "did not take effect: 8 requests of [3, 3, 3, 3, 3, 3, 3, 3] items (one request of "
+            "all needed)",
+        ),
+        (
+            "batched_chunks",
+            {"items_per_request": 3, "max_in_flight": 16},
+            None,
+            None,
+            "did not take effect: 8 requests were in flight at once (one at a time needed)",
+        ),
+        (
+            "batched_in_flight",
+            {"items_per_request": 3, "max_in_flight": 1},
+            None,
+            None,
+            "did not take effect: at most 1 requests were in flight at once (2+ needed)",
+        ),
+        (
+            "batched_chunks",
+            None,
+            5,
+            None,
+            "is not proven: the harness sent 8 requests to /v1/embeddings, the server's access "
+            "log shows 5 answered",
+        ),
+        (
+            "batched_all",
+            None,
+            None,
+            1,
+            "is not proven: the server finished 1 engine requests for the 24 items of 1 HTTP "
+            "requests (one per item expected)",
+        ),
+    ],
+)
+def test_a_batching_check_proves_its_batching_from_the_harness_and_the_servers_log(
+    tmp_path, monkeypatch, check, options, logged, finished, error
+):
+    from harness.runners import serve
+
+    monkeypatch.setattr(serve, "LOG_WAIT", 0.0)
+    base = _case("embed", EMBED_TOL).model_copy(update={"checks": [check]})
+    (derived,) = [c for c in expand_checks([base]) if c.variant_of]
+    sent = options or derived.serve.model_dump()
+    requests = _batched_requests(tmp_path, sent, logged, finished)
+    reason = check_not_in_effect(derived, {"requests": requests})
+    assert reason == (None if error is None else f"invariance check {check} " + error)
+
+
+def test_a_batching_check_without_a_server_log_is_not_proven(tmp_path):
+    runner = _served(_batched_embed_server())
+    runner.run("embed", list(TEXTS), {"items_per_request": "all", "max_in_flight": 1})
+    assert runner.last_run["batching"]["server_log_requests"] is None
+    base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["batched_all"]})
+    (derived,) = [c for c in expand_checks([base]) if c.variant_of]
+    requests = {**runner.last_run, "server_metrics": {"requests_finished": 24, "engine_steps": 1}}
+    assert check_not_in_effect(derived, {"requests": requests}) == (
+        "invariance check batched_all is not proven: the server's access log could not be read "
+        "(no server log)"
+    )
+
+
+def test_uvicorn_access_lines_are_counted_per_endpoint_and_status():
+    from harness.runners.serve import count_posts
+
+    text = (
+        'INFO:     127.0.0.1:56174 - "POST /v1/embeddings HTTP/1.1" 200 OK\n'
+        'INFO:     127.0.0.1:56174 - "POST /tokenize HTTP/1.1" 200 OK\n'
+        'INFO:     127.0.0.1:56182 - "POST /v1/embeddings HTTP/1.1" 400 Bad Request\n'
+        'INFO:     127.0.0.1:56182 - "POST /v1/embeddings HTTP/1.1" 200 OK\n'
+        'INFO:     127.0.0.1:56182 - "POST /classify HTTP/1.1" 200 OK\n'
+    )
+    assert count_posts(text, "/v1/embeddings") == 2
+    assert count_posts(text, "/classify") == 1
+
+
+PAIRS = [tuple(p) for p in input_set("query-document-pairs").items]
+
+
+def _score_shapes_server(index_of=None):
+    """/score taking text_1 a text (1:N: paired with each text_2) or a list (N:N: pair k of the
+    k-th texts); entries listed backwards, each with its index (or `index_of(k, n)`)."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/score"
+        body = json.loads(request.content)
+        docs = body["text_2"] if isinstance(body["text_2"], list) else [body["text_2"]]
+        queries = (
+            body["text_1"] if isinstance(body["text_1"], list) else [body["text_1"]] * len(docs)
+        )
+        assert len(queries) == len(docs)
+        n = len(docs)
+        data = [
+            {"index": index_of(k, n) if index_of else k, "score": _score(q, d)}
+            for k, (q, d) in enumerate(zip(queries, docs))
+        ]
+        return httpx.Response(200, json={"data": data[::-1], "usage": {"prompt_tokens": None}})
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    "per_request, shape, sizes",
+    [("query", "1:N", [4] * 6), ("all", "N:N", [24]), (5, "N:N", [5] * 4 + [4])],
+)
+def test_score_shapes_are_sent_as_asked_and_matched_by_index(per_request, shape, sizes):
+    sent: list = []
+    inner = _score_shapes_server()
+
+    async def handler(request):
+        sent.append(json.loads(request.content))
+        return await inner(request)
+
+    runner = _served(handler)
+    got = runner.run("score", [list(p) for p in PAIRS], {"items_per_request": per_request})
+    assert [float(g[0]) for g in got] == pytest.approx([_score(q, d) for q, d in PAIRS])
+    assert runner.last_run["batching"]["items_per_request"] == sizes
+    assert all(isinstance(b["text_1"], str) == (shape == "1:N") for b in sent)
+
+
+@pytest.mark.parametrize("per_request", ["query", "all"])
+def test_score_shapes_with_mixed_up_indexes_fail(per_request):
+    runner = _served(_score_shapes_server(index_of=lambda k, n: n - 1 - k))
+    got = runner.run("score", [list(p) for p in PAIRS], {"items_per_request": per_request})
+    assert [float(g[0]) for g in got] != pytest.approx([_score(q, d) for q, d in PAIRS])
+
+
+def test_score_shapes_fit_score_cases_only(write_matrix):
+    head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: %s, runners: [hf, vllm-serve-v1],\n"
+    tol = "     tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}, %s}\n"
+    pairs = head % ("score", "query-document-pairs")
+    load_matrix(write_matrix(pairs + tol % "checks: [score_one_to_many, score_many_to_many]"))
+    with pytest.raises(MatrixError, match="check 'score_one_to_many': items_per_request 'query'"):
+        load_matrix(
+            write_matrix(head % ("embed", "short-texts") + tol % "checks: [score_one_to_many]")
+        )
+    with pytest.raises(MatrixError, match="applies to /score, not serve.api 'rerank'"):
+        load_matrix(write_matrix(pairs + tol % "serve: {api: rerank, items_per_request: all}"))
+
+
+@pytest.mark.parametrize(
+    "sizes, error",
+    [
+        ([4] * 6, None),
+        (
+            [1] * 24,
+            "did not take effect: requests of [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1] pairs (one per query, some with several documents, needed)",
+        ),
+    ],
+)
+def test_score_one_to_many_proves_one_request_per_query(sizes, error):
+    base = _case("score").model_copy(
+        update={"checks": ["score_one_to_many"], "inputs": "query-document-pairs"}
+    )
+    (derived,) = [c for c in expand_checks([base]) if c.variant_of]
+    requests = {
+        "batching": {
+            "endpoint": "/score",
+            "items_per_request": sizes,
+            "server_log_requests": len(sizes),
+        },
+        "server_metrics": {"requests_finished": 24, "engine_steps": 3},
+        "peak_in_flight": 6,
+    }
+    reason = check_not_in_effect(derived, {"requests": requests})
+    assert reason == (None if error is None else "invariance check score_one_to_many " + error)

@@ -188,3 +188,23 @@ def _encoded_cross_encoder(runner: HFRunner, ce, items: list, encode) -> list[np
             logits = ce.model(**batch).logits
             outs.append(ce.activation_fn(logits).float().cpu().numpy().astype(np.float32)[0])
     return [o.reshape(-1) for o in outs]
+
+
+@recipe("st-embed-cosine")
+def _st_embed_cosine(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+    """An embedding model's score of a (query, document) pair: sentence-transformers' encode of
+    each text, then its own `util.cos_sim` (the similarity its Semantic Textual Similarity
+    documentation scores pairs with). Each distinct text is encoded once, all in one batch. No
+    token ids are noted: a pair is two sequences, not one (as for MaxSim pairs)."""
+    from sentence_transformers.util import cos_sim
+
+    if options.get("truncate") or options.get("dimensions") or options.get("prompt_name"):
+        raise ValueError("st-embed-cosine takes no truncate, dimensions or prompt_name")
+    st = runner.sentence_transformer()
+    texts = list(dict.fromkeys(t for pair in items for t in pair))
+    emb = st.encode(texts, batch_size=len(texts), convert_to_tensor=True, show_progress_bar=False)
+    at = {t: k for k, t in enumerate(texts)}
+    return [
+        np.asarray([float(cos_sim(emb[at[q]], emb[at[d]])[0, 0])], dtype=np.float32)
+        for q, d in items
+    ]

@@ -203,7 +203,13 @@ class Divergence(_Strict):
     """A known, recorded difference between HF and a runner: xfail while the runner stays inside
     the recorded envelope (`bounds`, the measured metric values with a margin) or raises the
     recorded error (`error_match`); anything else (NaN, count, shape, a larger difference, another
-    metric failing) fails as "the recorded divergence changed". Strict: a pass is xpass."""
+    metric failing) fails as "the recorded divergence changed". Strict: a pass is xpass.
+
+    `token_ids: differ` records a divergence of tokenization: the runner's prompt token ids are
+    known to differ from the reference's (any other token-id mismatch is a structural fail). It is
+    xfail only while the ids still differ AND every metric stays within the case's tolerance or
+    the envelope (`bounds`, optional here); xpass when the ids agree and the metrics pass; an error
+    when the ids could not be compared (nothing proves the divergence is still there)."""
 
     runners: list[RunnerName]
     reason: str
@@ -214,10 +220,18 @@ class Divergence(_Strict):
     # otherwise: rank_disagreement 1), which no envelope bound could hold (a bound at that value
     # can never fail, and is refused): named here, reported as not held by the envelope
     at_ceiling: list[str] = Field(default_factory=list)
+    # the runner's prompt token ids differ from the reference's (a tokenization divergence)
+    token_ids: Literal["differ"] | None = None
 
     @model_validator(mode="after")
     def _envelope_or_error(self) -> "Divergence":
-        if (self.bounds is None or not self.bounds.bounds()) == (self.error_match is None):
+        if self.token_ids is not None and self.error_match is not None:
+            raise ValueError(
+                "a divergence recorded as raising (`error_match`) has no token ids to differ: "
+                "drop `token_ids` or `error_match`"
+            )
+        no_bounds = self.bounds is None or not self.bounds.bounds()
+        if self.token_ids is None and no_bounds == (self.error_match is None):
             raise ValueError(
                 "a divergence records either `bounds` (the envelope of its metric values) "
                 "or `error_match` (the error it raises), exactly one"

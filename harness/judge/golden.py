@@ -121,6 +121,8 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
         **({"prompt_form": case.prompt_form} if case.prompt_form != "text" else {}),
         # absent when unset: encode(prompt_name=...) prefixes the model's prompt
         **({"prompt_name": case.prompt_name} if case.prompt_name else {}),
+        # absent when unset: each text rendered as a conversation by the model's chat template
+        **({"chat": case.chat.model_dump()} if case.chat is not None else {}),
     }
 
 

@@ -80,7 +80,8 @@ class SyntheticModel(_Strict):
     # sentence-transformers' encode applies when it is given no prompt_name
     prompts: dict[str, str] = Field(default_factory=dict)
     default_prompt_name: str | None = None
-    # tokenizer variations, e.g. {append_eos: true} to reproduce the EOS == pad divergence
+    # tokenizer variations, e.g. {append_eos: true} to reproduce the EOS == pad divergence;
+    # {chat_template: true} (Qwen) saves a ChatML chat template (chat cases)
     tokenizer: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -264,6 +265,29 @@ class KnownSkip(_Strict):
     reason: str
 
 
+class ChatOptions(_Strict):
+    """`chat:` each text item sent as a chat conversation rendered by the model's chat template
+    (harness.matrix.chat.conversation: an optional system message, then the text as the user's).
+    The reference renders it with transformers' `tokenizer.apply_chat_template` and these options;
+    vLLM is sent `messages` with the same options (the server's /v1/embeddings and /classify; its
+    offline LLM.embed/classify take no messages in 0.32)."""
+
+    system: str | None = None  # a system message before the user's text
+    add_generation_prompt: bool = False  # the template's assistant header after the messages
+    # the final message left open (the template's end-of-turn after it cut off)
+    continue_final_message: bool = False
+    # extra variables of the template (e.g. {enable_thinking: false})
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_ending(self) -> "ChatOptions":
+        if self.add_generation_prompt and self.continue_final_message:
+            raise ValueError(
+                "chat: add_generation_prompt and continue_final_message cannot both be true"
+            )
+        return self
+
+
 class ServeOptions(_Strict):
     """How the server runners (`vllm-serve-*`) send a case's requests."""
 
@@ -369,6 +393,8 @@ class Case(_Strict):
     # prompt + text (LLM.embed takes no prompt name in 0.32); its server runners ask /v2/embed
     # with input_type=<name>, which vLLM resolves from that file itself
     prompt_name: str | None = None
+    # embed / classify: each text sent as a chat conversation (ChatOptions; server runners only)
+    chat: ChatOptions | None = None
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.matrix.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
@@ -512,6 +538,14 @@ class Case(_Strict):
             raise ValueError(
                 f"prompt_name applies to task 'embed' sent as text only, not task {self.task!r} "
                 f"with prompt_form {self.prompt_form!r}"
+            )
+        if self.chat is not None and (
+            self.task not in ("embed", "classify")
+            or self.prompt_form != "text"
+            or self.prompt_name is not None
+        ):
+            raise ValueError(
+                "chat applies to tasks embed and classify sent as text, without prompt_name"
             )
         _check_prompt_form(self)
         for dtype, tol in self.tolerances.items():

@@ -302,6 +302,8 @@ class Executor:
             options["dimensions"] = case.dimensions
         if case.prompt_name:
             options["prompt_name"] = case.prompt_name
+        if case.chat is not None:
+            options["chat"] = case.chat.model_dump()
         for cap in ("max_tokens_per_query", "max_tokens_per_doc"):
             if getattr(case, cap):
                 options[cap] = getattr(case, cap)

@@ -7,7 +7,7 @@ BUG_CLASS = "tokenisation"
 REPLAYS = None
 MODULE = "vllm.renderers.hf"
 FILES = ["vllm/renderers/hf.py"]
-CASES = ["serve-qwen3-tiny-chat-embed-*"]  # the chat cases with template options
+CASES = ["serve-qwen3-tiny-chat-embed-*", "serve-qwen3-tiny-chat-classify-*"]  # template options
 RUNNERS = ["vllm-serve-v1", "vllm-serve-v2"]  # offline vLLM takes no messages for pooling
 MATRIX = "matrices/serve.yaml"
 

@@ -265,7 +265,7 @@ def recorded_checks(
         )
     problem, note = token_problem(ref_ids, got_ids, items)
     if problem is not None:
-        return Measurement(problem=problem, notes={"token_ids": problem})
+        return Measurement(problem=problem, notes={"token_ids": problem}, token_ids="differ")
     notes = {"token_ids": note}
     problem, note = form_problem(forms, got_meta, ref_meta)
     if problem is not None:
@@ -319,12 +319,46 @@ def measure(
     if problem is not None:
         return Measurement(problem=problem)
     found = recorded_checks(tolerance, ref, items, ref_ids, got_ids, got_meta, forms, ref_meta)
-    if isinstance(found, Measurement):
+    if isinstance(found, Measurement) and found.token_ids != "differ":
         return found
+    if isinstance(found, Measurement):
+        # token ids differ: a structural problem, but measured on, so that a divergence recorded
+        # as `token_ids: differ` can hold the rest to its envelope (harness.judge.verdict)
+        try:
+            metrics = _metrics(tolerance, metric_names, ref, got, items, ref32, dict(found.notes))
+        except Exception:  # noqa: BLE001 - unmeasurable: the token-id problem alone stands
+            return found
+        return Measurement(
+            problem=found.problem,
+            degenerate=degenerate_reference(ref, items),
+            metrics=metrics.metrics,
+            notes=metrics.notes,
+            token_ids="differ",
+        )
     notes = found
     degenerate = degenerate_reference(ref, items)
     if degenerate is not None:
-        return Measurement(degenerate=degenerate, notes=notes)
+        return Measurement(degenerate=degenerate, notes=notes, token_ids=_ids_state(notes))
+    m = _metrics(tolerance, metric_names, ref, got, items, ref32, notes)
+    m.token_ids = _ids_state(notes)
+    return m
+
+
+def _ids_state(notes: dict[str, str]) -> str | None:
+    """'equal' when the token-id check compared ids and found them equal, else None."""
+    return "equal" if notes.get("token_ids", "").startswith("token ids equal") else None
+
+
+def _metrics(
+    tolerance: Tolerance,
+    metric_names: tuple[str, ...],
+    ref: list[np.ndarray],
+    got: list[np.ndarray],
+    items: tuple,
+    ref32: list[np.ndarray] | None,
+    notes: dict[str, str],
+) -> Measurement:
+    """Every metric of the task plus any other the tolerance bounds (calibrated with `k`)."""
     bounds = tolerance.bounds()
     unowned = sorted(set(bounds) - set(METRICS) - set(MTEB_BOUNDS))
     if unowned:  # a bound nothing measures must never be dropped silently

@@ -124,6 +124,8 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
         # absent when unset: the post-processing turned on or off per request (an engine-wide
         # setting the reference follows is in hf_options)
         **({"use_activation": case.use_activation} if case.use_activation is not None else {}),
+        # absent when unset: each text rendered as a conversation by the model's chat template
+        **({"chat": case.chat.model_dump()} if case.chat is not None else {}),
     }
 
 

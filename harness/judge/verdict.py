@@ -11,6 +11,12 @@
          or raising its recorded error.
 - xpass: a recorded divergence that now passes (strict: fails the gate until the mark goes).
 
+Token ids that differ from the reference's are a structural fail, unless the case records that
+divergence (`divergence: {token_ids: differ, ...}`): then xfail only while the ids still differ AND
+every metric stays within its bound or the recorded envelope; xpass when the ids agree and the
+metrics pass; fail when the ids agree but a metric does not pass (the divergence changed); error
+when the ids were not compared (nothing shows the divergence is still there).
+
 A case that expects a refusal (`expect: {refused: REGEX}`) has no reference outputs: the refusal
 rule is its reference. pass: every item refused with an error matching REGEX; fail: an item
 accepted (answered) or an empty case; error: an item refused with another error (a crash is not
@@ -94,6 +100,9 @@ class Measurement:
     reference_problem: str | None = None  # the reference (HF or its golden) is unusable: an error
     metrics: list[Metric] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)  # what was checked besides metrics
+    # the token-id check: "equal" (compared, equal), "differ" (then `problem` says where; the
+    # metrics are measured all the same), None (not compared)
+    token_ids: str | None = None
 
 
 def is_failing(status: str) -> bool:
@@ -110,11 +119,58 @@ def judge(case: "Case", runner: str, m: Measurement) -> Verdict:
 def _judge(case: "Case", runner: str, m: Measurement) -> Verdict:
     if m.reference_problem is not None:
         return Verdict("error", m.reference_problem, m.metrics)  # the reference's, marked or not
+    div = case.divergence
+    if div is not None and div.token_ids is not None and runner in div.runners:
+        return _token_divergence(case, runner, m)
     if m.problem is not None:
         return _divergence(case, runner, Verdict("fail", m.problem, m.metrics), structural=True)
     if m.degenerate is not None:
         return Verdict("error", m.degenerate, m.metrics)  # proves nothing, marked or not
     return _divergence(case, runner, gate(m.metrics))
+
+
+def _token_divergence(case: "Case", runner: str, m: Measurement) -> Verdict:
+    """A divergence recorded as `token_ids: differ` (see the module's docstring)."""
+    div = case.divergence
+    assert div is not None
+    if m.problem is not None and m.token_ids != "differ":  # count, shape, NaN/Inf
+        return _divergence(case, runner, Verdict("fail", m.problem, m.metrics), structural=True)
+    if m.degenerate is not None:
+        return Verdict("error", m.degenerate, m.metrics)
+    if m.token_ids is None:
+        return Verdict(
+            "error",
+            f"the recorded divergence is of token ids ({div.reason}) but the token ids were not "
+            f"compared ({m.notes.get('token_ids', 'no token-id note')}): nothing shows it is "
+            f"still there",
+            m.metrics,
+        )
+    v = gate(m.metrics)
+    if m.token_ids == "equal":
+        if v.status == "pass":
+            return Verdict(
+                "xpass",
+                f"case is marked as tokenizing differently ({div.reason}) but the token ids now "
+                f"agree and it passes: remove the mark",
+                v.metrics,
+            )
+        return Verdict(
+            "fail",
+            f"the recorded divergence changed: the token ids now agree, but {v.reason} "
+            f"(recorded: {div.reason})",
+            v.metrics,
+        )
+    if v.status == "pass":  # ids differ, every metric within the case's own tolerance
+        return Verdict(
+            "xfail",
+            f"expected divergence: {div.reason} (now: {m.problem}; every metric within tolerance)",
+            v.metrics,
+            envelope=div.bounds.bounds() if div.bounds is not None else {},
+        )
+    held = _divergence(case, runner, v)  # the envelope rule, as for any recorded divergence
+    if held.status == "xfail":
+        held.reason = f"{held.reason[:-1]}; {m.problem})"
+    return held
 
 
 def gate(metrics: list[Metric], problems: list[str] | None = None) -> Verdict:

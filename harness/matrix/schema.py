@@ -84,7 +84,8 @@ class SyntheticModel(_Strict):
     # sentence-transformers' encode applies when it is given no prompt_name
     prompts: dict[str, str] = Field(default_factory=dict)
     default_prompt_name: str | None = None
-    # tokenizer variations, e.g. {append_eos: true} to reproduce the EOS == pad divergence
+    # tokenizer variations, e.g. {append_eos: true} to reproduce the EOS == pad divergence;
+    # {chat_template: true} (Qwen) saves a ChatML chat template (chat cases)
     tokenizer: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -207,7 +208,13 @@ class Divergence(_Strict):
     """A known, recorded difference between HF and a runner: xfail while the runner stays inside
     the recorded envelope (`bounds`, the measured metric values with a margin) or raises the
     recorded error (`error_match`); anything else (NaN, count, shape, a larger difference, another
-    metric failing) fails as "the recorded divergence changed". Strict: a pass is xpass."""
+    metric failing) fails as "the recorded divergence changed". Strict: a pass is xpass.
+
+    `token_ids: differ` records a divergence of tokenization: the runner's prompt token ids are
+    known to differ from the reference's (any other token-id mismatch is a structural fail). It is
+    xfail only while the ids still differ AND every metric stays within the case's tolerance or
+    the envelope (`bounds`, optional here); xpass when the ids agree and the metrics pass; an error
+    when the ids could not be compared (nothing proves the divergence is still there)."""
 
     runners: list[RunnerName]
     reason: str
@@ -218,10 +225,18 @@ class Divergence(_Strict):
     # otherwise: rank_disagreement 1), which no envelope bound could hold (a bound at that value
     # can never fail, and is refused): named here, reported as not held by the envelope
     at_ceiling: list[str] = Field(default_factory=list)
+    # the runner's prompt token ids differ from the reference's (a tokenization divergence)
+    token_ids: Literal["differ"] | None = None
 
     @model_validator(mode="after")
     def _envelope_or_error(self) -> "Divergence":
-        if (self.bounds is None or not self.bounds.bounds()) == (self.error_match is None):
+        if self.token_ids is not None and self.error_match is not None:
+            raise ValueError(
+                "a divergence recorded as raising (`error_match`) has no token ids to differ: "
+                "drop `token_ids` or `error_match`"
+            )
+        no_bounds = self.bounds is None or not self.bounds.bounds()
+        if self.token_ids is None and no_bounds == (self.error_match is None):
             raise ValueError(
                 "a divergence records either `bounds` (the envelope of its metric values) "
                 "or `error_match` (the error it raises), exactly one"
@@ -252,6 +267,29 @@ class KnownSkip(_Strict):
     runners: list[RunnerName]
     error_match: str = Field(min_length=1)
     reason: str
+
+
+class ChatOptions(_Strict):
+    """`chat:` each text item sent as a chat conversation rendered by the model's chat template
+    (harness.matrix.chat.conversation: an optional system message, then the text as the user's).
+    The reference renders it with transformers' `tokenizer.apply_chat_template` and these options;
+    vLLM is sent `messages` with the same options (the server's /v1/embeddings and /classify; its
+    offline LLM.embed/classify take no messages in 0.32)."""
+
+    system: str | None = None  # a system message before the user's text
+    add_generation_prompt: bool = False  # the template's assistant header after the messages
+    # the final message left open (the template's end-of-turn after it cut off)
+    continue_final_message: bool = False
+    # extra variables of the template (e.g. {enable_thinking: false})
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_ending(self) -> "ChatOptions":
+        if self.add_generation_prompt and self.continue_final_message:
+            raise ValueError(
+                "chat: add_generation_prompt and continue_final_message cannot both be true"
+            )
+        return self
 
 
 class ServeOptions(_Strict):
@@ -404,6 +442,8 @@ class Case(_Strict):
     # a seeded LoRA adapter on the model (LoraAdapter): the reference runs it through peft, the
     # offline vLLM runners through enable_lora + a LoRARequest on every request
     lora: LoraAdapter | None = None
+    # embed / classify: each text sent as a chat conversation (ChatOptions; server runners only)
+    chat: ChatOptions | None = None
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.matrix.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
@@ -570,6 +610,14 @@ class Case(_Strict):
             raise ValueError(
                 "use_activation is sent per request and the reference follows it: drop "
                 "hf.use_activation (that one is for an engine-wide pooler_config setting)"
+            )
+        if self.chat is not None and (
+            self.task not in ("embed", "classify")
+            or self.prompt_form != "text"
+            or self.prompt_name is not None
+        ):
+            raise ValueError(
+                "chat applies to tasks embed and classify sent as text, without prompt_name"
             )
         _check_prompt_form(self)
         if self.lora is not None:

@@ -333,6 +333,8 @@ class Executor:
         # the reference only as the case's `hf: {use_activation}`, in the options above)
         if case.use_activation is not None:
             options["use_activation"] = case.use_activation
+        if case.chat is not None:
+            options["chat"] = case.chat.model_dump()
         for cap in ("max_tokens_per_query", "max_tokens_per_doc"):
             if getattr(case, cap):
                 options[cap] = getattr(case, cap)

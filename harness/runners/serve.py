@@ -588,7 +588,31 @@ class ServeRunner:
             **({"use_activation": bool(act)} if act is not None else {}),
         }
         usage = None
-        if task == "embed" and options.get("prompt_name"):
+        chat = options.get("chat")
+        chat_ids = None
+        if chat:
+            # vLLM's chat pooling requests (`messages`, rendered by the server's chat template)
+            from harness.matrix.chat import conversation, template_options
+
+            if task not in ("embed", "classify") or form != "text":
+                raise ValueError("chat is sent to /v1/embeddings and /classify, as text items")
+            kwargs = chat.get("chat_template_kwargs") or {}
+            conv = {
+                "messages": conversation(item, chat),
+                **template_options(chat),
+                **({"chat_template_kwargs": kwargs} if kwargs else {}),
+            }
+            if task == "embed":
+                body = {**base, **dims, **conv, "encoding_format": "float"}
+                ans = await self._post(client, "/v1/embeddings", body, i)
+                out = np.asarray(ans["data"][0]["embedding"], dtype=np.float32)
+            else:
+                ans = await self._post(client, "/classify", {**base, **conv}, i)
+                out = np.asarray(ans["data"][0]["probs"], dtype=np.float32)
+            if not trunc:  # the ids vLLM renders the same conversation to (its /tokenize)
+                tok = await self._post(client, "/tokenize", {"model": self.model, **conv}, i)
+                chat_ids = [int(t) for t in tok["tokens"]]
+        elif task == "embed" and options.get("prompt_name"):
             # vLLM's Cohere-style /v2/embed: `input_type` names a prompt of the model's
             # config_sentence_transformers.json, which the server prepends itself
             if (
@@ -654,8 +678,8 @@ class ServeRunner:
             out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
         else:
             raise ValueError(f"the vllm-serve runner does not implement task {task!r}")
-        ids = None
-        if isinstance(item, str) and not trunc:  # pairs and images: /tokenize takes one text
+        ids = chat_ids
+        if not chat and isinstance(item, str) and not trunc:  # pairs, images: one text only
             tok = await self._post(client, "/tokenize", {"model": self.model, "prompt": item}, i)
             ids = [int(t) for t in tok["tokens"]]
         if usage is None:  # what the server says it ran, one prompt here

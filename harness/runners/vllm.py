@@ -242,6 +242,11 @@ class VllmRunner:
         tok = truncation_kwargs(options)
         dims = int(options["dimensions"]) if options.get("dimensions") else None
         act = options.get("use_activation")  # per request (PoolingParams); None: the default
+        if options.get("chat"):
+            raise ValueError(
+                "chat: vLLM 0.32's LLM.embed and LLM.classify take no messages (LLM.chat is for "
+                "generative models only); a chat case runs on the server runners (vllm-serve-*)"
+            )
         if options.get("prompt_name"):  # LLM.embed takes no prompt name: prefix as users do
             prompt = st_prompt(self.req.model_dir, str(options["prompt_name"]))
             items = [prompt + it for it in items]

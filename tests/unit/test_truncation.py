@@ -124,3 +124,32 @@ def test_text_caps_are_request_fields_of_score_cases_only():
     assert score_caps({"truncate": 8}) is None
     with pytest.raises(ValueError, match="max_tokens_per_doc applies to task 'score' only"):
         Case.model_validate({**base, "task": "embed"})
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_the_tokenizers_own_truncation_keeps_the_special_tokens_and_cuts_inside_the_texts(
+    tokenizer, side
+):
+    """tokenizer_pair_encoding (hf: {tokenizer_truncation: true}) is the tokenizer's rule, not
+    vLLM's: [CLS] first, [SEP] between and last, the longer text cut from `side`; checked against
+    the pair assembled by parts with the long (first) text cut by hand."""
+    from harness.matrix.inputs import input_set
+    from harness.runners.hf.sentence_transformers import (
+        sided_pair_encoding,
+        tokenizer_pair_encoding,
+    )
+
+    keep = 32
+    for q, d in input_set("long-document-query-pairs").items[:4]:
+        got = tokenizer_pair_encoding(tokenizer, q, d, keep, side)
+        qi = tokenizer.encode(q, add_special_tokens=False)
+        di = tokenizer.encode(d, add_special_tokens=False)
+        assert len(qi) > len(di) and len(qi) + len(di) + 3 > keep  # the first text is cut
+        room = keep - 3 - len(di)
+        qi = qi[-room:] if side == "left" else qi[:room]
+        ids = [tokenizer.cls_token_id, *qi, tokenizer.sep_token_id, *di, tokenizer.sep_token_id]
+        assert got["input_ids"] == ids
+        assert got["token_type_ids"] == [0] * (len(qi) + 2) + [1] * (len(di) + 1)
+        assert tokenizer.truncation_side == "right"  # the tokenizer is left as it was
+        if side == "left":  # vLLM's rule cuts the [CLS] and the start of the pair instead
+            assert got["input_ids"] != sided_pair_encoding(tokenizer, q, d, keep, side)["input_ids"]

@@ -301,3 +301,73 @@ def test_a_metric_recorded_at_its_ceiling_must_stay_there_and_is_named_as_not_he
     assert "rank_disagreement 0.5, recorded at its largest value 1" in half.reason
     with pytest.raises(ValueError, match="only a metric with a largest value"):
         make_case(divergence={**div, "at_ceiling": ["max_abs"]})
+
+
+# --- a divergence of token ids (`divergence: {token_ids: differ}`) --------------------------------
+
+IDS = [[1, 2, 3], [1, 4], [1, 5, 6], [1, 7]]
+PREFIXED = [[1, 9, 2, 3], [1, 9, 4], [1, 9, 5, 6], [1, 9, 7]]  # e.g. a default prompt not applied
+TOKEN_DIV = {"runners": ["vllm-v1"], "reason": "default prompt not applied", "token_ids": "differ"}
+
+
+def _cmp(case, got, got_ids, ref, runner="vllm-v1"):
+    return compare(
+        case, runner, TOL, ("cosine_distance", "max_abs"), ref, got, ITEMS,
+        ref_ids=IDS, got_ids=got_ids,
+    )  # fmt: skip
+
+
+def test_without_the_key_a_token_id_mismatch_stays_a_structural_fail():
+    ref = vecs()
+    for div in (None, ENVELOPE):  # a numeric envelope does not cover token ids
+        case = make_case(divergence=div) if div else make_case()
+        v = _cmp(case, [a.copy() for a in ref], PREFIXED, ref)
+        assert v.status == "fail" and "token ids differ at item 0, position 1" in v.reason
+    # the mark covers only the runners it names
+    v = _cmp(make_case(divergence=TOKEN_DIV), [a.copy() for a in ref], PREFIXED, ref, "vllm-v2")
+    assert v.status == "fail" and "token ids differ" in v.reason
+
+
+def test_a_token_id_divergence_is_xfail_while_the_ids_differ_and_the_rest_is_in_its_envelope():
+    ref = vecs()
+    # ids differ, outputs within the case's tolerance: still the recorded divergence
+    v = _cmp(make_case(divergence=TOKEN_DIV), [a.copy() for a in ref], PREFIXED, ref)
+    assert v.status == "xfail" and "token ids differ" in v.reason and "within tolerance" in v.reason
+    # ids differ, outputs inside the envelope
+    case = make_case(divergence={**TOKEN_DIV, "bounds": {"max_abs": 0.2, "cosine_distance": 0.1}})
+    v = _cmp(case, _shifted(ref, 0.1), PREFIXED, ref)
+    assert v.status == "xfail" and "inside the recorded envelope" in v.reason
+    assert "token ids differ" in v.reason and v.envelope == {"max_abs": 0.2, "cosine_distance": 0.1}
+    # ids differ, outputs beyond it: the divergence changed
+    v = _cmp(case, _shifted(ref, 20.0), PREFIXED, ref)
+    assert v.status == "fail" and "the recorded divergence changed" in v.reason
+    # without an envelope, a metric out of the case's tolerance is not covered
+    v = _cmp(make_case(divergence=TOKEN_DIV), _shifted(ref, 0.1), PREFIXED, ref)
+    assert v.status == "fail" and "not in the envelope" in v.reason
+
+
+def test_a_token_id_divergence_whose_ids_agree_is_xpass_or_a_changed_divergence():
+    ref = vecs()
+    case = make_case(divergence={**TOKEN_DIV, "bounds": {"max_abs": 0.2, "cosine_distance": 0.1}})
+    v = _cmp(case, [a.copy() for a in ref], IDS, ref)
+    assert (
+        v.status == "xpass" and "token ids now agree" in v.reason and "remove the mark" in v.reason
+    )
+    # ids agree but the outputs differ (even inside the envelope): not the recorded divergence
+    v = _cmp(case, _shifted(ref, 0.1), IDS, ref)
+    assert v.status == "fail" and "token ids now agree" in v.reason and "changed" in v.reason
+
+
+def test_a_token_id_divergence_with_no_ids_compared_or_a_wrong_shape_is_not_xfail():
+    ref = vecs()
+    case = make_case(divergence=TOKEN_DIV)
+    v = _cmp(case, [a.copy() for a in ref], None, ref)  # the runner recorded no ids
+    assert v.status == "error" and "were not compared" in v.reason
+    v = _cmp(case, [a.copy() for a in ref[:3]], PREFIXED, ref)  # wrong count: structural
+    assert v.status == "fail" and "the recorded divergence changed" in v.reason
+
+
+def test_token_ids_differ_cannot_be_recorded_as_raising():
+    with pytest.raises(ValueError, match="no token ids to differ"):
+        make_case(divergence={**TOKEN_DIV, "error_match": "boom"})
+    make_case(divergence=TOKEN_DIV)  # no envelope needed: then the case's own tolerance holds

@@ -31,11 +31,31 @@ QWEN_VOCAB_SIZE = len(qwen_vocab_and_merges()[0])
 QWEN_PAD = qwen_vocab_and_merges()[0]["<|endoftext|>"]
 
 
-def qwen_tokenizer(out: Path, config: dict, append_eos: bool = False) -> None:
+# A ChatML chat template in Qwen's layout (<|im_start|>role\ncontent<|im_end|>\n), with the
+# assistant header on add_generation_prompt and Qwen3's empty think block when the template
+# variable enable_thinking is false. Written only when a case asks (`tokenizer: {chat_template:
+# true}`), so the tokenizer files of every other synthetic Qwen model stay as they were.
+QWEN_CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}"
+    "{{- '<|im_start|>assistant\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}"
+    "{{- '<think>\n\n</think>\n\n' }}"
+    "{%- endif %}"
+    "{%- endif %}"
+)
+
+
+def qwen_tokenizer(
+    out: Path, config: dict, append_eos: bool = False, chat_template: bool = False
+) -> None:
     """Like real Qwen tokenizers: no EOS appended, <|endoftext|> is pad and eos.
 
     `append_eos=True` appends <|endoftext|> to every input: only to reproduce the divergence where
-    HF pools the last non-pad token and vLLM the literal last token."""
+    HF pools the last non-pad token and vLLM the literal last token. `chat_template=True` saves
+    QWEN_CHAT_TEMPLATE with the tokenizer."""
     from tokenizers import processors
     from transformers import Qwen2Tokenizer
 
@@ -55,6 +75,8 @@ def qwen_tokenizer(out: Path, config: dict, append_eos: bool = False) -> None:
         tok._tokenizer.post_processor = processors.TemplateProcessing(
             single=f"$A:0 {eos}:0", pair=f"$A:0 $B:1 {eos}:1", special_tokens=[(eos, vocab[eos])]
         )
+    if chat_template:
+        tok.chat_template = QWEN_CHAT_TEMPLATE
     tok.save_pretrained(out)
 
 

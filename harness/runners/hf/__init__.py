@@ -283,6 +283,8 @@ class HFRunner:
                 f"reference recipe {name!r} does not implement use_activation; recipes that "
                 f"do: {sorted(_ACTIVATED)}"
             )
+        if options.get("chat"):
+            items = self.render_chat(items, options["chat"])
         if options.get("truncate") == -1:  # as tokenizer(truncation=True) without max_length
             options = {**options, "truncate": self.model_max_length()}
         outs = _RECIPES[name](self, items, options)
@@ -306,6 +308,30 @@ class HFRunner:
             for i in range(len(outs))
         ]
         return outs
+
+    def render_chat(self, items: list, chat: dict[str, Any]) -> list[str]:
+        """Each text as the case's conversation rendered by transformers'
+        `tokenizer.apply_chat_template` (the model's own template, the case's options). The recipe
+        then tokenizes the rendered text; that must give the ids apply_chat_template(tokenize=True)
+        gives (no special tokens added on top of the template's), else this refuses."""
+        from harness.matrix.chat import conversation, template_options
+
+        tok = self.tokenizer()
+        if not getattr(tok, "chat_template", None):
+            raise ValueError("chat: the model's tokenizer has no chat_template")
+        kw = {**template_options(chat), **chat.get("chat_template_kwargs", {})}
+        out = []
+        for text in items:
+            conv = conversation(str(text), chat)
+            rendered = tok.apply_chat_template(conv, tokenize=False, **kw)
+            ids = tok.apply_chat_template(conv, tokenize=True, return_dict=True, **kw)
+            if list(tok(rendered)["input_ids"]) != list(ids["input_ids"]):
+                raise ValueError(
+                    "chat: the tokenizer adds special tokens to the rendered conversation; the "
+                    "recipe would not run apply_chat_template's ids"
+                )
+            out.append(rendered)
+        return out
 
     def unload(self) -> None:
         self._st = None

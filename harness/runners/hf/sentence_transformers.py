@@ -114,13 +114,18 @@ def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndar
         return _encoded_cross_encoder(
             runner, ce, items, lambda tok, query, doc: capped_pair_encoding(tok, query, doc, q, d)
         )
+    if options.get("tokenizer_truncation") and not options.get("truncation_side"):
+        raise ValueError("hf option tokenizer_truncation needs the case's truncation_side")
     if options.get("truncation_side"):
         keep, side = int(options["truncate"]), str(options["truncation_side"])
+        sided = (
+            tokenizer_pair_encoding if options.get("tokenizer_truncation") else sided_pair_encoding
+        )
         return _encoded_cross_encoder(
             runner,
             ce,
             items,
-            lambda tok, query, doc: sided_pair_encoding(tok, query, doc, keep, side),
+            lambda tok, query, doc: sided(tok, query, doc, keep, side),
         )
     with limit(ce, "max_length", options.get("truncate")):
         scores = ce.predict(
@@ -145,6 +150,20 @@ def sided_pair_encoding(tokenizer, query: str, document: str, keep: int, side: s
     full = tokenizer(query, document)
     cut = slice(-keep, None) if side == "left" else slice(0, keep)
     return {k: list(v)[cut] for k, v in full.items()}
+
+
+def tokenizer_pair_encoding(tokenizer, query: str, document: str, keep: int, side: str) -> dict:
+    """A pair truncated to `keep` tokens by the tokenizer's OWN rule (case option `hf:
+    {tokenizer_truncation: true}`): `truncation_side` set on the tokenizer, `truncation=True`
+    (longest_first), `max_length=keep`. It cuts inside the longer text, from `side`, and keeps the
+    special tokens: a recorded divergence of token ids from vLLM's rule (sided_pair_encoding)."""
+    before = tokenizer.truncation_side
+    tokenizer.truncation_side = side
+    try:
+        enc = tokenizer(query, document, truncation=True, max_length=keep)
+    finally:
+        tokenizer.truncation_side = before
+    return {k: list(v) for k, v in enc.items()}
 
 
 def capped_pair_encoding(

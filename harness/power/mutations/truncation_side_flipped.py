@@ -5,7 +5,9 @@ BUG_CLASS = "tokenisation"
 REPLAYS = None
 MODULE = "vllm.renderers.params"
 FILES = ["vllm/renderers/params.py"]
-CASES = ["*truncated*"]
+# the truncated cases whose reference truncates as vLLM documents; not the recorded divergence
+# bert-tiny-cross-encoder-score-truncated-left-hf-tokenizer (its wide envelope holds a flip)
+CASES = ["*-truncated", "*-truncated-left", "*-truncated-at-max-len", "*-truncated-minus-one"]
 
 
 def apply(module):

@@ -66,6 +66,7 @@ ADDED = {
     "flag-llm-reranker": 1,  # bge-reranker-v2-gemma (FlagEmbedding FlagLLMReranker)
     "hf-multi-label-classification": 1,
     "st-embed-chunked": 1,
+    "st-embed-cosine": 1,  # /score on an embedding model: cosine of two encodings
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {

@@ -3,9 +3,10 @@
 It goes through the same worker process and protocol as the real runners. The behaviour comes
 from the load request's engine kwargs (a matrix case's `engine:`): {"behaviour": "echo" | "crash"
 | "exit" | "oom" | "hang" | "raise" | "fail-load" | "start-timeout" | "fail-load-timeout-words" |
-"nan" | "inf" | "short", "dim": 8,
-"say": "text"}. "echo" returns a deterministic vector per input text; "say" is printed to the
-worker's log before the behaviour (a log that mentions anything must not change a verdict).
+"nan" | "inf" | "short", "dim": 8, "say": "text", "unload_marker": "path"}. "echo" returns a
+deterministic vector per input text; "say" is printed to the worker's log before the behaviour
+(a log that mentions anything must not change a verdict); "unload_marker" is a file unload()
+appends a line to (proof that a worker unloaded its model).
 """
 
 from __future__ import annotations
@@ -66,4 +67,7 @@ class FakeRunner:
         return outs
 
     def unload(self) -> None:
+        if self.opts.get("unload_marker"):  # tests: proof that the worker unloaded its model
+            with open(self.opts["unload_marker"], "a") as f:
+                f.write("unloaded\n")
         self.opts = {}

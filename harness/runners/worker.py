@@ -26,74 +26,84 @@ from harness.runners.outputs import save_items
 def _serve(runner_name: str, reply) -> None:
     runner = None
     loaded = False
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        msg = json.loads(line)
-        op = msg.get("op")
-        t0 = time.perf_counter()
-        try:
-            if op == "shutdown":
-                if runner is not None and loaded:
-                    runner.unload()
-                reply({"ok": True})
-                return
-            if runner is None:
-                t_imp = time.perf_counter()
-                runner = create(runner_name)
-                import_s = time.perf_counter() - t_imp
-            else:
-                import_s = 0.0
-            if op == "load":
-                if loaded:
-                    runner.unload()
-                    loaded = False
-                info = runner.load(LoadRequest(**msg["request"]))
-                loaded = True
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            msg = json.loads(line)
+            op = msg.get("op")
+            t0 = time.perf_counter()
+            try:
+                if op == "shutdown":
+                    if runner is not None and loaded:
+                        runner.unload()
+                        loaded = False
+                    reply({"ok": True})
+                    return
+                if runner is None:
+                    t_imp = time.perf_counter()
+                    runner = create(runner_name)
+                    import_s = time.perf_counter() - t_imp
+                else:
+                    import_s = 0.0
+                if op == "load":
+                    if loaded:
+                        runner.unload()
+                        loaded = False
+                    info = runner.load(LoadRequest(**msg["request"]))
+                    loaded = True
+                    reply(
+                        {
+                            "ok": True,
+                            "info": info,
+                            "seconds": time.perf_counter() - t0,
+                            "import_seconds": import_s,
+                            **memory_mb(),
+                        }
+                    )
+                elif op == "run":
+                    if not loaded:
+                        raise RuntimeError("run requested before a model was loaded")
+                    outs = runner.run(msg["task"], msg["items"], msg.get("options", {}))
+                    run_s = time.perf_counter() - t0
+                    save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
+                    reply(
+                        {
+                            "ok": True,
+                            "seconds": run_s,
+                            "n": len(outs),
+                            "requests": _requests(runner, msg["out"]),
+                        }
+                    )
+                elif op == "mteb":
+                    if not loaded:
+                        raise RuntimeError("mteb requested before a model was loaded")
+                    reply({"ok": True, **_mteb(runner, msg), "seconds": time.perf_counter() - t0})
+                elif op == "unload":
+                    if loaded:
+                        runner.unload()
+                        loaded = False
+                    reply({"ok": True, **memory_mb()})
+                else:
+                    raise ValueError(f"unknown op {op!r}")
+            except Exception as e:  # noqa: BLE001 - report, keep serving
                 reply(
                     {
-                        "ok": True,
-                        "info": info,
-                        "seconds": time.perf_counter() - t0,
-                        "import_seconds": import_s,
-                        **memory_mb(),
+                        "ok": False,
+                        "error": f"{type(e).__name__}: {e}".strip()[:4000],
+                        # a limit ran out (ServerTimeout): slowness, not necessarily a bug
+                        "timed_out": bool(getattr(e, "timed_out", False)),
+                        "traceback": traceback.format_exc()[-6000:],
                     }
                 )
-            elif op == "run":
-                if not loaded:
-                    raise RuntimeError("run requested before a model was loaded")
-                outs = runner.run(msg["task"], msg["items"], msg.get("options", {}))
-                run_s = time.perf_counter() - t0
-                save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
-                reply(
-                    {
-                        "ok": True,
-                        "seconds": run_s,
-                        "n": len(outs),
-                        "requests": _requests(runner, msg["out"]),
-                    }
-                )
-            elif op == "mteb":
-                if not loaded:
-                    raise RuntimeError("mteb requested before a model was loaded")
-                reply({"ok": True, **_mteb(runner, msg), "seconds": time.perf_counter() - t0})
-            elif op == "unload":
-                if loaded:
-                    runner.unload()
-                    loaded = False
-                reply({"ok": True, **memory_mb()})
-            else:
-                raise ValueError(f"unknown op {op!r}")
-        except Exception as e:  # noqa: BLE001 - report, keep serving
-            reply(
-                {
-                    "ok": False,
-                    "error": f"{type(e).__name__}: {e}".strip()[:4000],
-                    # a limit ran out (ServerTimeout): slowness, not necessarily a bug
-                    "timed_out": bool(getattr(e, "timed_out", False)),
-                    "traceback": traceback.format_exc()[-6000:],
-                }
-            )
+
+    finally:
+        # however the loop ends (the parent gone: stdin at EOF, or a reply into its closed pipe),
+        # a loaded model is unloaded: a `vllm serve` this worker started stops with it, never
+        # outliving the harness run that wanted it (seen: a run killed by its user left two
+        # servers behind, parented to init)
+        if runner is not None and loaded:
+            runner.unload()
 
 
 def _requests(runner, out: str) -> dict | None:

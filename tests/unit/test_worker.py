@@ -75,3 +75,13 @@ def test_hang_times_out_and_kills(worker, tmp_path):
     with pytest.raises(WorkerTimeout, match=r"timed out after 2 s during case x; killed") as e:
         _run(worker, tmp_path, timeout=2, behaviour="hang")
     assert not worker.alive and e.value.timed_out and isinstance(e.value, WorkerFailure)
+
+
+def test_a_worker_whose_parent_is_gone_unloads_its_model(worker, tmp_path):
+    """The harness killed (stdin at EOF) while a model is loaded: the worker unloads it before it
+    exits, so a `vllm serve` it started does not outlive the run (it did: orphaned servers)."""
+    marker = tmp_path / "unloaded.txt"
+    assert _load(worker, unload_marker=str(marker))["ok"]
+    worker.proc.stdin.close()  # what the parent's death does to the pipe
+    assert worker.proc.wait(timeout=30) == 0
+    assert marker.read_text() == "unloaded\n"

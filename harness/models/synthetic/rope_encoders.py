@@ -19,7 +19,8 @@ from harness.models.synthetic.bert import bert_vocab, wordpiece_tokenizer
 _HIDDEN, _LAYERS, _HEADS, _INNER, _POSITIONS = 64, 2, 2, 128, 128
 
 
-def _nomic_config() -> dict:
+def _encoder_config() -> dict:
+    """The tiny BERT-sized shape both share (transformers' native config keys)."""
     v = bert_vocab()
     return dict(
         vocab_size=len(v),
@@ -28,11 +29,17 @@ def _nomic_config() -> dict:
         num_attention_heads=_HEADS,
         intermediate_size=_INNER,
         max_position_embeddings=_POSITIONS,
-        type_vocab_size=2,
-        hidden_act="silu",  # SwiGLU: down(silu(fc12 x) * fc11 x)
         layer_norm_eps=1e-12,
         pad_token_id=v.index("[PAD]"),
         initializer_range=0.2,
+    )
+
+
+def _nomic_config() -> dict:
+    return dict(
+        _encoder_config(),
+        type_vocab_size=2,
+        hidden_act="silu",  # SwiGLU: down(silu(fc12 x) * fc11 x)
         # nomic-embed-text-v1.5's rotary base; rope over the whole head (rotary_emb_fraction 1.0)
         rope_parameters={"rope_type": "default", "rope_theta": 1000.0},
         # the published remote-code keys (configuration_hf_nomic_bert.py), same values
@@ -58,19 +65,10 @@ def _nomic_config() -> dict:
 
 
 def _gte_config() -> dict:
-    v = bert_vocab()
     return dict(
-        vocab_size=len(v),
-        hidden_size=_HIDDEN,
-        num_hidden_layers=_LAYERS,
-        num_attention_heads=_HEADS,
-        intermediate_size=_INNER,
-        max_position_embeddings=_POSITIONS,
+        _encoder_config(),
         type_vocab_size=1,
         hidden_act="gelu",  # GeGLU: down(gelu(gate) * up), up/gate one up_gate_proj
-        layer_norm_eps=1e-12,
-        pad_token_id=v.index("[PAD]"),
-        initializer_range=0.2,
         rope_parameters={"rope_type": "default", "rope_theta": 160000.0},
         position_embedding_type="rope",  # in the published config.json; vLLM requires it
     )

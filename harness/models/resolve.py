@@ -86,6 +86,42 @@ def build_synthetic(src: SyntheticModel, timeout: float = 600) -> Path:
     return target
 
 
+def build_synthetics(specs: list[SyntheticModel], processes: int, timeout: float = 900) -> None:
+    """Build the specs not yet built, in `processes` subprocesses side by side, each taking a
+    share of them in turn (one torch/transformers import per process, not per checkpoint).
+    Best effort: whatever a batch did not build (a failure, a crash, a timeout) is built again
+    alone by `build_synthetic`, whose error then belongs to that model only."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.models.synthetic import spec_dir
+
+    todo = list(
+        {
+            s.model_dump_json(): s for s in specs if not (spec_dir(s) / "fingerprint.txt").exists()
+        }.values()
+    )
+    if not todo:
+        return
+    n = max(1, min(processes, len(todo)))
+    batches = [todo[i::n] for i in range(n)]
+
+    def run(batch: list[SyntheticModel]) -> None:
+        try:
+            subprocess.run(
+                [sys.executable, "-m", "harness.models.synthetic"]
+                + [s.model_dump_json() for s in batch],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+            )
+        except subprocess.TimeoutExpired:
+            pass  # what it left unbuilt is built alone later
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        list(pool.map(run, batches))
+
+
 def resolve(src, base: Path) -> ResolvedModel:
     """Find or build the weights of a case's model. Raises ModelUnavailable to skip."""
     if isinstance(src, SyntheticModel):

@@ -10,8 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.matrix.runner_names import REFERENCE_RUNNER
-from harness.matrix.schema import HALF_DTYPES, Case
-from harness.models.resolve import ModelUnavailable, ResolvedModel, resolve, with_adapter
+from harness.matrix.schema import HALF_DTYPES, Case, SyntheticModel
+from harness.models.resolve import (
+    ModelUnavailable,
+    ResolvedModel,
+    build_synthetics,
+    resolve,
+    with_adapter,
+)
 from harness.runners.platform import Platform
 
 # the HF reference run again in float32 beside a half-precision run: the yardstick its
@@ -78,10 +84,13 @@ def _prepare(src, base_dir: Path) -> ResolvedModel | ModelProblem:
 
 
 def prepare_models(cases: list[Case], base_dir: Path) -> dict[str, ResolvedModel | ModelProblem]:
-    """Each case's model, found or built; distinct models side by side (synthetic builds are
-    subprocesses), one per core. A model that cannot be prepared is a problem of its cases only."""
+    """Each case's model, found or built: synthetic checkpoints first, in one batch per core
+    (`build_synthetics`), then every model resolved side by side, one per core. A model that
+    cannot be prepared is a problem of its cases only."""
     sources = {case.model.model_dump_json(): case.model for case in cases}
-    with ThreadPoolExecutor(max_workers=max(1, min(len(sources), os.cpu_count() or 1))) as pool:
+    cores = os.cpu_count() or 1
+    build_synthetics([s for s in sources.values() if isinstance(s, SyntheticModel)], cores)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(sources), cores))) as pool:
         prepared = dict(
             zip(sources, pool.map(lambda src: _prepare(src, base_dir), sources.values()))
         )

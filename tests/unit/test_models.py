@@ -215,3 +215,77 @@ def test_a_config_key_set_to_null_is_left_out_of_config_json(tmp_path):
     _build_in(tmp_path / "without", dropped)
     cfg = json.loads(next((tmp_path / "without").glob("models/*/config.json")).read_text())
     assert "position_embedding_type" not in cfg and cfg["model_type"] == "xlm-roberta"
+
+
+def test_one_process_builds_a_batch_and_a_broken_spec_fails_alone(tmp_path):
+    # two checkpoints in one process (torch and transformers imported once), a bad spec between
+    # them: it gets its own error line, the one after it is still built
+    other = SPEC.model_copy(update={"seed": 4})
+    broken = SPEC.model_copy(update={"config": {"hidden_size": 63}})  # not divisible by 2 heads
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.models.synthetic"]
+        + [s.model_dump_json() for s in (SPEC, broken, other)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PARITY_CACHE": str(tmp_path)},
+    )
+    assert out.returncode == 1
+    lines = [json.loads(line) for line in out.stdout.strip().splitlines()]
+    assert [("error" in line) for line in lines] == [False, True, False]
+    assert json.loads(lines[1]["spec"]) == json.loads(broken.model_dump_json())
+    assert lines[0]["fingerprint"] != lines[2]["fingerprint"]
+    # the same as a checkpoint built alone
+    assert lines[0]["fingerprint"] == _build_in(tmp_path / "alone")["fingerprint"]
+
+
+def test_build_synthetics_splits_the_unbuilt_specs_into_one_batch_per_process(
+    tmp_path, monkeypatch
+):
+    from harness.models import resolve as resolve_mod
+
+    monkeypatch.setenv("PARITY_CACHE", str(tmp_path))
+    specs = [SPEC.model_copy(update={"seed": s}) for s in range(5)]
+    built = specs[0]
+    (spec_dir(built)).mkdir(parents=True)
+    (spec_dir(built) / "fingerprint.txt").write_text("x\n")
+    batches = []
+
+    def fake_run(cmd, **kw):
+        assert cmd[1:3] == ["-m", "harness.models.synthetic"] and kw["timeout"] > 0
+        batches.append(sorted(SyntheticModel.model_validate_json(a).seed for a in cmd[3:]))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(resolve_mod.subprocess, "run", fake_run)
+    resolve_mod.build_synthetics([*specs, specs[1]], processes=2)  # a duplicate spec: once
+    assert sorted(batches) == [[1, 3], [2, 4]]
+    batches.clear()
+    resolve_mod.build_synthetics([built], processes=2)
+    assert batches == []  # nothing to build: no process started
+
+
+def test_a_model_its_batch_did_not_build_is_built_alone_with_its_own_error(tmp_path, monkeypatch):
+    from harness.models import resolve as resolve_mod
+    from harness.run.plan import ModelProblem, prepare_models
+
+    monkeypatch.setenv("PARITY_CACHE", str(tmp_path))
+    # the batch "crashes" before building anything
+    monkeypatch.setattr(resolve_mod, "build_synthetics", lambda specs, processes: None)
+    alone = []
+    real = resolve_mod.build_synthetic
+
+    def counting(src, timeout=600):
+        alone.append(src.seed)
+        if src.seed == 9:
+            raise RuntimeError("building synthetic BertModel checkpoint failed: boom")
+        return real(src, timeout)
+
+    monkeypatch.setattr(resolve_mod, "build_synthetic", counting)
+    from types import SimpleNamespace
+
+    def case(cid, seed):  # what prepare_models reads of a case
+        return SimpleNamespace(id=cid, model=SPEC.model_copy(update={"seed": seed}), lora=None)
+
+    models = prepare_models([case("good", 3), case("bad", 9)], tmp_path)
+    assert sorted(alone) == [3, 9]
+    assert isinstance(models["bad"], ModelProblem) and "boom" in models["bad"].reason
+    assert not isinstance(models["good"], ModelProblem)

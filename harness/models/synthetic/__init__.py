@@ -354,15 +354,19 @@ def _write_st_dense(folder: Path, seed: int, idx: int, in_features: int, layer) 
 
 
 def main(argv: list[str]) -> int:
-    spec = SyntheticModel.model_validate_json(argv[0])
-    target = spec_dir(spec)
-    fp = build(spec, target) if not (target / "fingerprint.txt").exists() else None
-    print(
-        json.dumps(
-            {
-                "path": str(target),
-                "fingerprint": fp or (target / "fingerprint.txt").read_text().strip(),
-            }
-        )
-    )
-    return 0
+    """Build each spec (a SyntheticModel JSON) in turn, in this one process: the imports of torch
+    and transformers are paid once for the batch. A line of JSON per spec says where it is, or
+    why it failed; a failure does not stop the specs after it (exit 1 if any failed)."""
+    failed = 0
+    for arg in argv:
+        try:
+            spec = SyntheticModel.model_validate_json(arg)
+            target = spec_dir(spec)
+            done = target / "fingerprint.txt"
+            fp = done.read_text().strip() if done.exists() else build(spec, target)
+            line = {"path": str(target), "fingerprint": fp}
+        except Exception as e:  # noqa: BLE001 - one broken spec never stops the batch
+            failed += 1
+            line = {"spec": arg, "error": f"{type(e).__name__}: {e}"}
+        print(json.dumps(line), flush=True)
+    return 1 if failed else 0

@@ -1,4 +1,4 @@
-"""`python -m harness.models.synthetic '<SyntheticModel JSON>'`: build one checkpoint."""
+"""`python -m harness.models.synthetic '<SyntheticModel JSON>' ...`: build checkpoints."""
 
 import sys
 

@@ -318,6 +318,31 @@ def _golden_error(case: Case, runner: str, e: golden.GoldenError) -> RunOutcome:
     return RunOutcome(case.id, runner, "error", f"golden {e.kind}: {e}")
 
 
+def warm_vllm_model_info(plan: Plan, progress: Progress | None = None) -> dict:
+    """Have vLLM inspect the plan's architectures in one process before its engines start (about
+    10 s per new architecture otherwise, each in an engine load; harness.runners.modelinfo)."""
+    from harness.runners.modelinfo import case_archs, warm
+
+    loads = [
+        load
+        for runner, queue in plan.queues.items()
+        if runner_info(runner).is_vllm
+        for load in queue
+    ]
+    if not loads:
+        return {"skipped": "no vLLM runner"}
+    archs = {a for load in loads for a in case_archs(load.model.path, load.engine)}
+    info = warm(archs, plan.platform.worker_env(loads[0].runner))
+    if progress is not None and "skipped" not in info:
+        said = f"vLLM inspected {len(info.get('inspected', []))} model classes in one process"
+        said += f" ({info.get('seconds', '?')} s)"
+        if info.get("not_inspected") or info.get("error"):
+            left = info.get("error") or ", ".join(sorted(info["not_inspected"]))  # type: ignore
+            said += f"; left to each engine: {left}"
+        progress(said, None)
+    return info
+
+
 def run_cases(
     matrix: Matrix,
     cases: list[Case],
@@ -348,6 +373,7 @@ def run_cases(
         one_load_per_case=naive,
         fp32_reference=True,
     )
+    warm_vllm_model_info(plan, progress)
     t_plan = time.perf_counter()
     executor = Executor(
         plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress, fresh_worker_per_load=naive

@@ -56,6 +56,11 @@ class PlainProgress:
             reason = f": {outcome.reason.splitlines()[0][:160]}" if outcome.reason else ""
             self._line(f"[{self.done}/{self.total}] {msg} ({secs:.1f}s){reason}")
 
+    def note(self, msg: str) -> None:
+        """A line about the run as a whole (no lane is doing it from then on)."""
+        with self._lock:
+            self._line(msg)
+
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):
             now = time.monotonic()

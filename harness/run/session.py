@@ -339,7 +339,8 @@ def warm_vllm_model_info(plan: Plan, progress: Progress | None = None) -> dict:
         if info.get("not_inspected") or info.get("error"):
             left = info.get("error") or ", ".join(sorted(info["not_inspected"]))  # type: ignore
             said += f"; left to each engine: {left}"
-        progress(said, None)
+        note = getattr(progress, "note", None)  # a plain-lines log: not a lane's state
+        note(said) if note is not None else progress(said, None)
     return info
 
 

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 STAMP = "parity-warmed.json"
+# stands for every Transformers* class of vLLM's registry (its Transformers backend)
+TRANSFORMERS_BACKEND = "Transformers*"
 
 
 def cache_dir(env: Mapping[str, str | None]) -> Path:
@@ -68,13 +70,17 @@ def unwarmed(archs: Iterable[str], folder: Path, key: str) -> list[str]:
 def case_archs(model_dir: Path, engine: Mapping) -> list[str]:
     """The architectures a vLLM engine resolves for a model folder: config.json's, or those the
     case's hf_overrides put in their place."""
-    overrides = (engine or {}).get("hf_overrides") or {}
+    engine = engine or {}
+    # vLLM's Transformers backend runs the model as one of its Transformers* classes
+    extra = [TRANSFORMERS_BACKEND] if engine.get("model_impl") == "transformers" else []
+    overrides = engine.get("hf_overrides") or {}
     if isinstance(overrides, Mapping) and overrides.get("architectures"):
-        return list(overrides["architectures"])
+        return [*overrides["architectures"], *extra]
     try:
-        return list(json.loads((Path(model_dir) / "config.json").read_text())["architectures"])
+        archs = json.loads((Path(model_dir) / "config.json").read_text())["architectures"]
     except (OSError, ValueError, KeyError, TypeError):
-        return []
+        archs = []
+    return [*archs, *extra]
 
 
 def warm(
@@ -120,6 +126,38 @@ def warm(
     }
 
 
+def _backend_classes(known: Mapping) -> list[str]:
+    return sorted(a for a in known if a.startswith("Transformers"))
+
+
+def _normalized(reg, arch: str) -> str:
+    """The registry entry vLLM inspects for an architecture name it has no entry for (e.g.
+    `Qwen3Model`, run as `Qwen3ForCausalLM` converted to pooling): vLLM's own mapping, as it
+    resolves a model whose runner and conversion are not given."""
+    if arch in reg.models or not hasattr(reg, "_normalize_arch"):
+        return arch
+    from types import SimpleNamespace
+
+    return reg._normalize_arch(arch, SimpleNamespace(runner_type=None, convert_type=None))
+
+
+def _inspect(reg, arch: str) -> str | None:
+    """Have vLLM inspect one architecture; print a line of JSON; return its cache file's name."""
+    line: dict[str, str] = {"arch": arch}
+    try:
+        model = reg.models[_normalized(reg, arch)]
+        model.inspect_model_cls()  # computes and caches, vLLM's own code
+        name = getattr(model, "_get_cache_filename", None)
+        if name is None:  # a class registered in-process: vLLM caches nothing for it
+            line["error"] = "not a lazily registered model (nothing cached)"
+        else:
+            line["file"] = name()
+    except Exception as e:  # noqa: BLE001 - best effort, vLLM inspects it itself later
+        line["error"] = f"{type(e).__name__}: {e}"
+    print(json.dumps(line), flush=True)
+    return line.get("file")
+
+
 def main(argv: list[str]) -> int:
     """In the engine's environment: have vLLM inspect each architecture, in this process."""
     from vllm.model_executor.models import registry
@@ -129,19 +167,13 @@ def main(argv: list[str]) -> int:
     # vLLM runs the inspection in a fresh interpreter to keep it away from the engine's process;
     # this process is that fresh interpreter, shared by every architecture
     registry._run_in_subprocess = lambda fn: fn()
-    for arch in argv:
-        line: dict[str, str] = {"arch": arch}
-        try:
-            model = registry.ModelRegistry.models[arch]
-            model.inspect_model_cls()  # computes and caches, vLLM's own code
-            name = getattr(model, "_get_cache_filename", None)
-            if name is None:  # a class registered in-process: vLLM caches nothing for it
-                line["error"] = "not a lazily registered model (nothing cached)"
-            else:
-                line["file"] = name()
-        except Exception as e:  # noqa: BLE001 - best effort, vLLM inspects it itself later
-            line["error"] = f"{type(e).__name__}: {e}"
-        print(json.dumps(line), flush=True)
+    known = registry.ModelRegistry.models
+    for arg in argv:
+        group = _backend_classes(known) if arg == TRANSFORMERS_BACKEND else [arg]
+        files = [_inspect(registry.ModelRegistry, arch) for arch in group]
+        if arg == TRANSFORMERS_BACKEND and files and all(files):
+            # the group is stamped as one: its first class's cache file stands for it
+            print(json.dumps({"arch": arg, "file": files[0]}), flush=True)
     return 0
 
 

@@ -104,3 +104,29 @@ def test_the_run_warms_the_architectures_of_its_vllm_loads_only(tmp_path, monkey
     assert lines == ["vLLM inspected 0 model classes in one process (1 s)"]
     plan.queues = {"hf": plan.queues["hf"]}
     assert session.warm_vllm_model_info(plan) == {"skipped": "no vLLM runner"}
+
+
+def test_transformers_backend_cases_warm_every_transformers_class(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
+    got = modelinfo.case_archs(tmp_path, {"model_impl": "transformers"})
+    assert got == ["BertModel", modelinfo.TRANSFORMERS_BACKEND]
+    known = {"TransformersForCausalLM": 1, "BertModel": 2, "TransformersEmbeddingModel": 3}
+    assert modelinfo._backend_classes(known) == [
+        "TransformersEmbeddingModel",
+        "TransformersForCausalLM",
+    ]
+
+
+def test_an_unregistered_architecture_name_is_mapped_by_vllms_own_rule():
+    asked = []
+
+    class Registry:
+        models = {"Qwen3ForCausalLM": object()}
+
+        def _normalize_arch(self, arch, model_config):
+            asked.append((arch, model_config.runner_type, model_config.convert_type))
+            return "Qwen3ForCausalLM"
+
+    assert modelinfo._normalized(Registry(), "Qwen3ForCausalLM") == "Qwen3ForCausalLM"
+    assert modelinfo._normalized(Registry(), "Qwen3Model") == "Qwen3ForCausalLM"
+    assert asked == [("Qwen3Model", None, None)]  # as vLLM resolves a model given no runner

@@ -56,3 +56,13 @@ def test_reporter_picks_plain_lines_when_not_a_terminal():
     console, _ = _console()
     with progress_reporter(console, "parity", 1) as progress:
         assert isinstance(progress, PlainProgress)
+
+
+def test_a_note_is_a_line_of_its_own_and_no_lanes_state():
+    console, buf = _console()
+    with PlainProgress(console, "parity", total=1, heartbeat=0.05) as progress:
+        progress.note("vLLM inspected 3 model classes in one process (9.1 s)")
+        time.sleep(0.2)
+    text = buf.getvalue()
+    assert "vLLM inspected 3 model classes in one process (9.1 s)" in text
+    assert "in progress: preparing models" in text and "in progress: vLLM" not in text

@@ -321,7 +321,7 @@ def _golden_error(case: Case, runner: str, e: golden.GoldenError) -> RunOutcome:
 def warm_vllm_model_info(plan: Plan, progress: Progress | None = None) -> dict:
     """Have vLLM inspect the plan's architectures in one process before its engines start (about
     10 s per new architecture otherwise, each in an engine load; harness.runners.modelinfo)."""
-    from harness.runners.modelinfo import case_archs, warm
+    from harness.runners.modelinfo import TRANSFORMERS_BACKEND, case_archs, warm
 
     loads = [
         load
@@ -332,6 +332,9 @@ def warm_vllm_model_info(plan: Plan, progress: Progress | None = None) -> dict:
     if not loads:
         return {"skipped": "no vLLM runner"}
     archs = {a for load in loads for a in case_archs(load.model.path, load.engine)}
+    # vLLM also inspects its Transformers-backend classes for a name it has no class of its own
+    # for (Qwen3Model, Qwen3ForSequenceClassification), as the fallback it would take
+    archs.add(TRANSFORMERS_BACKEND)
     info = warm(archs, plan.platform.worker_env(loads[0].runner))
     if progress is not None and "skipped" not in info:
         said = f"vLLM inspected {len(info.get('inspected', []))} model classes in one process"

@@ -100,7 +100,8 @@ def test_the_run_warms_the_architectures_of_its_vllm_loads_only(tmp_path, monkey
     )
     lines = []
     session.warm_vllm_model_info(plan, lambda msg, outcome: lines.append(msg))
-    assert seen == [(["BertModel", "Qwen3ForSequenceClassification"], {"RUNNER": "vllm-v1"})]
+    want = ["BertModel", "Qwen3ForSequenceClassification", modelinfo.TRANSFORMERS_BACKEND]
+    assert seen == [(want, {"RUNNER": "vllm-v1"})]
     assert lines == ["vLLM inspected 0 model classes in one process (1 s)"]
     plan.queues = {"hf": plan.queues["hf"]}
     assert session.warm_vllm_model_info(plan) == {"skipped": "no vLLM runner"}

@@ -126,3 +126,33 @@ def test_a_model_without_a_known_head_is_refused_and_left_as_it_was():
         with float32_head(model, ["score"], model):
             pass
     assert model.score is own
+
+
+def test_the_matrix_cases_ask_vllm_for_each_head_dtype_and_the_mutation_selects_the_fp32_ones():
+    import fnmatch
+
+    from harness.power.hook import load_mutation
+    from harness.run.matrices import load_matrix
+
+    root = Path(__file__).resolve().parents[2]
+    cases = {
+        c.id: c
+        for c in load_matrix(root / "matrices" / "extended.yaml").cases
+        if c.id.startswith("bert-tiny0-token-classify-32-")
+    }
+    setting = {i: c.engine.get("hf_overrides", {}).get("head_dtype") for i, c in cases.items()}
+    assert setting == {
+        "bert-tiny0-token-classify-32-fp32-head": None,  # vLLM's default
+        "bert-tiny0-token-classify-32-fp32-head-explicit": "float32",
+        "bert-tiny0-token-classify-32-model-head": "model",
+    }
+    for i, c in cases.items():
+        fp32 = setting[i] != "model"
+        assert c.reference == "hf-token-classification" + ("-fp32-head" if fp32 else "")
+        assert c.dtype == "bfloat16" and c.use_activation is False
+        assert c.model.config == LAYERLESS
+        tol = c.tolerance("bfloat16")
+        assert tol.k is None and tol.bounds() == {"max_abs": 1e-3}  # fixed, not calibrated
+    globs = load_mutation("head_fp32_cast_dropped").CASES
+    red = {i for i in cases if any(fnmatch.fnmatch(i, g) for g in globs)}
+    assert red == {i for i in cases if setting[i] != "model"}

@@ -67,6 +67,8 @@ ADDED = {
     "hf-multi-label-classification": 1,
     "st-embed-chunked": 1,
     "st-embed-cosine": 1,  # /score on an embedding model: cosine of two encodings
+    "hf-sequence-classification-fp32-head": 1,  # vLLM's default float32 head, from transformers
+    "hf-token-classification-fp32-head": 1,
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {

@@ -67,6 +67,7 @@ ADDED = {
     "hf-multi-label-classification": 1,
     "st-embed-chunked": 1,
     "st-embed-cosine": 1,  # /score on an embedding model: cosine of two encodings
+    "gme-qwen2-vl-embed": 1,  # GME card code (gme_inference.py), positions card or mrope
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {

@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 SIZE = 64
-IMAGE_SETS = ("synthetic-images", "blank")
+IMAGE_SETS = ("synthetic-images", "synthetic-images-56", "blank")
 
 
 @lru_cache(maxsize=None)
@@ -49,7 +49,9 @@ def synthetic_images() -> tuple:
 
 def image(ref: str):
     """`synthetic-images/3` -> that PIL image; `blank/28` -> a black 28x28 image;
-    `file:/path/page.png` -> that file, as RGB."""
+    `synthetic-images-56/3` -> its centre 56x56 (sides a multiple of 28, Qwen2-VL's patch x
+    merge: the GME card's own pre-resize leaves it as it is); `file:/path/page.png` -> that file,
+    as RGB."""
     if ref.startswith("file:"):
         from PIL import Image
 
@@ -60,6 +62,8 @@ def image(ref: str):
         from PIL import Image
 
         return Image.new("RGB", (int(index), int(index)))
+    if name == "synthetic-images-56":
+        return synthetic_images()[int(index)].crop((4, 4, 60, 60))
     if name != "synthetic-images":
         raise ValueError(f"unknown image set {name!r}; valid: {', '.join(IMAGE_SETS)}")
     return synthetic_images()[int(index)]

@@ -325,6 +325,42 @@ def _dse_queries_and_pages() -> tuple[Item, ...]:
     return tuple(x for pair in zip(queries, pages) for x in pair)
 
 
+# The prompt of GME's published inference code (Alibaba-NLP/gme-Qwen2-VL-2B-Instruct,
+# gme_inference.py, GmeQwen2VL.embed): the instruction as the system message, the user turn the
+# image placeholder (when there is an image) then the text, and "<|endoftext|>" after the
+# assistant header, whose last hidden state is the embedding. A query takes the caller's
+# instruction; a corpus item (is_query=False) always the default one.
+GME_DEFAULT_INSTRUCTION = "You are a helpful assistant."
+GME_QUERY_INSTRUCTION = "Find an image that matches the given text."  # the card's example
+GME_IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
+
+
+def gme_prompt(text: str | None, image: bool, instruction: str = GME_DEFAULT_INSTRUCTION) -> str:
+    user = (GME_IMAGE_PLACEHOLDER if image else "") + (text or "")
+    return (
+        f"<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
+        "<|im_start|>assistant\n<|endoftext|>"
+    )
+
+
+def _gme_text_queries() -> tuple[Item, ...]:
+    # text-only queries (get_text_embeddings with the card's example instruction)
+    return tuple(gme_prompt(q, False, GME_QUERY_INSTRUCTION) for q in _DESCRIPTIONS)
+
+
+def _gme_images() -> tuple[Item, ...]:
+    # images as corpus items (get_image_embeddings, is_query=False): no text, the default
+    # instruction; 56x56 images, so the card's own pre-resize to multiples of 28 changes nothing
+    return tuple(
+        {"text": gme_prompt(None, True), "image": f"synthetic-images-56/{i}"} for i in _DESCRIBED
+    )
+
+
+def _gme_queries_and_images() -> tuple[Item, ...]:
+    # the two above interleaved in one batch: text-only prompts beside image prompts
+    return tuple(x for pair in zip(_gme_text_queries(), _gme_images()) for x in pair)
+
+
 _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "short-texts": (1, _short_texts),
     "long-texts": (1, _long_texts),
@@ -344,6 +380,9 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "query-image-pairs": (1, _query_image_pairs),
     "image-query-pairs": (1, _image_query_pairs),
     "dse-queries-and-pages": (1, _dse_queries_and_pages),
+    "gme-text-queries": (1, _gme_text_queries),
+    "gme-images": (1, _gme_images),
+    "gme-queries-and-images": (1, _gme_queries_and_images),
     "bge-reranker-v2-gemma-pairs": (1, _bge_reranker_gemma_pairs),
 }
 INPUT_SET_NAMES = tuple(sorted(_SETS))

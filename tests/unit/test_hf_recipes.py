@@ -69,6 +69,7 @@ ADDED = {
     "st-embed-cosine": 1,  # /score on an embedding model: cosine of two encodings
     "hf-sequence-classification-fp32-head": 1,  # vLLM's default float32 head, from transformers
     "hf-token-classification-fp32-head": 1,
+    "gme-qwen2-vl-embed": 1,  # GME card code (gme_inference.py), positions card or mrope
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {

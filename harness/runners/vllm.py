@@ -250,6 +250,14 @@ class VllmRunner:
         if options.get("prompt_name"):  # LLM.embed takes no prompt name: prefix as users do
             prompt = st_prompt(self.req.model_dir, str(options["prompt_name"]))
             items = [prompt + it for it in items]
+        spec = options.get("colbert")
+        if spec and spec["send"] == "token_ids":  # ColBERT's markers and query expansion
+            from harness.runners.colbert_ids import colbert_ids
+
+            hf_tok = self._tokenizer()
+            items = [
+                {"prompt_token_ids": colbert_ids(hf_tok, it, spec, spec["role"])} for it in items
+            ]
         caps = score_caps(options)
         self.trace.reset()
         if options.get("expect_refusal"):

@@ -67,6 +67,8 @@ ADDED = {
     "hf-multi-label-classification": 1,
     "st-embed-chunked": 1,
     "st-embed-cosine": 1,  # /score on an embedding model: cosine of two encodings
+    "pylate-colbert-token-embed": 1,  # ColBERT markers and query expansion (pylate's tokenize)
+    "pylate-colbert-maxsim": 1,
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {

@@ -235,7 +235,8 @@ class VllmRunner:
         (one request per call), warm_prefix_cache (send everything twice, keep the second
         answers), truncate (vLLM's truncate_prompt_tokens: keep this many tokens, -1 for
         max_model_len), truncation_side (left | right, per request), expect_refusal (each item
-        alone, its refusal recorded: harness.runners.options.run_expecting_refusal)."""
+        alone, its refusal recorded: harness.runners.options.run_expecting_refusal), colbert
+        (each text sent as ColBERT token ids: harness.matrix.colbert)."""
         assert self.llm is not None, "run before load"
         from harness.runners.options import run_expecting_refusal, run_with_options
 

@@ -136,3 +136,43 @@ def test_matrix_refuses_a_colbert_key_a_side_cannot_follow(write_matrix, old, ne
     assert old in COLBERT_CASE
     with pytest.raises(MatrixError, match=message):
         load_matrix(write_matrix(COLBERT_CASE.replace(old, new)))
+
+
+def test_pylate_maxsim_is_colbert_scores_without_skiplist_tokens(monkeypatch, tokenizers):
+    """The MaxSim of pylate-colbert-maxsim against a plain loop in float64, the encoder replaced
+    by seeded random token vectors (one row per id pylate builds)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import torch
+
+    import harness.runners.hf.colbert as mod
+
+    tok = tokenizers["wordpiece"]
+    spec = {**COLBERTV2, "skiplist": [".", ","]}
+    rng = np.random.default_rng(0)
+    vectors: dict = {}
+
+    def encoder(runner, spec):
+        def encode(text, role, note=False):
+            n = len(pylate_ids(tok, text, spec, role)[0])
+            return vectors.setdefault(
+                (text, role), torch.tensor(rng.standard_normal((n, 8)), dtype=torch.float32)
+            )
+
+        return encode
+
+    monkeypatch.setattr(mod, "_pylate_encoder", encoder)
+    pairs = list(input_set("query-document-pairs").items)
+    got = mod._pylate_maxsim(SimpleNamespace(tokenizer=lambda: tok), pairs, {"colbert": spec})
+    skip = {tok.convert_tokens_to_ids(w) for w in spec["skiplist"]}
+    skipped = 0
+    for (q, d), g in zip(pairs, got):
+        ids = pylate_ids(tok, d, spec, "document")[0]
+        skipped += sum(t in skip for t in ids)
+        qv = vectors[(q, "query")].numpy().astype(np.float64)
+        dv = vectors[(d, "document")].numpy().astype(np.float64)
+        kept = [row for row, t in zip(dv, ids) if t not in skip]
+        expected = sum(max(float(a @ b) for b in kept) for a in qv)
+        assert len(qv) == 32 and abs(float(g[0]) - expected) < 1e-4 * max(1.0, abs(expected))
+    assert skipped > 0  # the documents hold skiplist tokens: the skip is exercised

@@ -126,6 +126,8 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
         **({"use_activation": case.use_activation} if case.use_activation is not None else {}),
         # absent when unset: each text rendered as a conversation by the model's chat template
         **({"chat": case.chat.model_dump()} if case.chat is not None else {}),
+        # absent when unset: the ids built with ColBERT's markers and query expansion
+        **({"colbert": case.colbert.model_dump()} if case.colbert is not None else {}),
     }
 
 

@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from harness.matrix.colbert import ColbertIds, check_colbert
 from harness.matrix.prompt_forms import PromptForm
 from harness.matrix.runner_names import REFERENCE_RUNNER, RunnerName, runner_info
 from harness.matrix.tasks import TaskName
@@ -439,6 +440,9 @@ class Case(_Strict):
     # itself (an engine setting alone is how tests/integration/data/faults.yaml injects a fault):
     # a case that means it says so with `hf: {use_activation: ...}`
     use_activation: bool | None = None
+    # ColBERT query / document markers and query [MASK] expansion (harness.matrix.colbert): the
+    # reference builds the ids as the model's published code does, vLLM is sent them as token ids
+    colbert: ColbertIds | None = None
     # a seeded LoRA adapter on the model (LoraAdapter): the reference runs it through peft, the
     # offline vLLM runners through enable_lora + a LoRARequest on every request
     lora: LoraAdapter | None = None
@@ -620,6 +624,7 @@ class Case(_Strict):
                 "chat applies to tasks embed and classify sent as text, without prompt_name"
             )
         _check_prompt_form(self)
+        check_colbert(self)
         if self.lora is not None:
             servers = [r for r in self.runners if runner_info(r).is_server]
             if servers:

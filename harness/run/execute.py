@@ -335,6 +335,8 @@ class Executor:
             options["use_activation"] = case.use_activation
         if case.chat is not None:
             options["chat"] = case.chat.model_dump()
+        if case.colbert is not None:
+            options["colbert"] = case.colbert.model_dump()
         for cap in ("max_tokens_per_query", "max_tokens_per_doc"):
             if getattr(case, cap):
                 options[cap] = getattr(case, cap)

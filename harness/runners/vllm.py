@@ -235,7 +235,8 @@ class VllmRunner:
         (one request per call), warm_prefix_cache (send everything twice, keep the second
         answers), truncate (vLLM's truncate_prompt_tokens: keep this many tokens, -1 for
         max_model_len), truncation_side (left | right, per request), expect_refusal (each item
-        alone, its refusal recorded: harness.runners.options.run_expecting_refusal)."""
+        alone, its refusal recorded: harness.runners.options.run_expecting_refusal), colbert
+        (each text sent as ColBERT token ids: harness.matrix.colbert)."""
         assert self.llm is not None, "run before load"
         from harness.runners.options import run_expecting_refusal, run_with_options
 
@@ -250,6 +251,14 @@ class VllmRunner:
         if options.get("prompt_name"):  # LLM.embed takes no prompt name: prefix as users do
             prompt = st_prompt(self.req.model_dir, str(options["prompt_name"]))
             items = [prompt + it for it in items]
+        spec = options.get("colbert")
+        if spec and spec["send"] == "token_ids":  # ColBERT's markers and query expansion
+            from harness.runners.colbert_ids import colbert_ids
+
+            hf_tok = self._tokenizer()
+            items = [
+                {"prompt_token_ids": colbert_ids(hf_tok, it, spec, spec["role"])} for it in items
+            ]
         caps = score_caps(options)
         self.trace.reset()
         if options.get("expect_refusal"):

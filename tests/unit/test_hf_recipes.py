@@ -70,6 +70,8 @@ ADDED = {
     "hf-sequence-classification-fp32-head": 1,  # vLLM's default float32 head, from transformers
     "hf-token-classification-fp32-head": 1,
     "gme-qwen2-vl-embed": 1,  # GME card code (gme_inference.py), positions card or mrope
+    "pylate-colbert-token-embed": 1,  # ColBERT markers and query expansion (pylate's tokenize)
+    "pylate-colbert-maxsim": 1,
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {

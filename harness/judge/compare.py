@@ -145,6 +145,19 @@ def token_problem(
     return None, f"token ids equal for {compared} of {len(items)} items"
 
 
+def differing_positions(ref_ids: list | None, got_ids: list | None) -> tuple[int, ...] | None:
+    """The positions at which the ids of any item differ (sorted), over the items both sides
+    tokenized; None when an item's two sequences differ in length (positions do not line up)."""
+    out: set[int] = set()
+    for r, g in zip(ref_ids or [], got_ids or []):
+        if r is None or g is None:
+            continue
+        if len(r) != len(g):
+            return None
+        out.update(p for p, (a, b) in enumerate(zip(r, g)) if a != b)
+    return tuple(sorted(out))
+
+
 def form_problem(
     forms: list[str] | None, got_meta: list[dict] | None, ref_meta: list[dict] | None
 ) -> tuple[str | None, str]:
@@ -265,7 +278,12 @@ def recorded_checks(
         )
     problem, note = token_problem(ref_ids, got_ids, items)
     if problem is not None:
-        return Measurement(problem=problem, notes={"token_ids": problem}, token_ids="differ")
+        return Measurement(
+            problem=problem,
+            notes={"token_ids": problem},
+            token_ids="differ",
+            id_positions=differing_positions(ref_ids, got_ids),
+        )
     notes = {"token_ids": note}
     problem, note = form_problem(forms, got_meta, ref_meta)
     if problem is not None:
@@ -334,6 +352,7 @@ def measure(
             metrics=metrics.metrics,
             notes=metrics.notes,
             token_ids="differ",
+            id_positions=found.id_positions,
         )
     notes = found
     degenerate = degenerate_reference(ref, items)

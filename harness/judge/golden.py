@@ -87,6 +87,11 @@ def case_dir(root: Path, case_id: str) -> Path:
     return Path(root) / case_id
 
 
+def _chat_key(chat) -> dict:
+    """A case's chat options as its reference key holds them: add_special_tokens only when set."""
+    return chat.model_dump(exclude=set() if chat.add_special_tokens else {"add_special_tokens"})
+
+
 def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
     """Everything besides weights and inputs that shapes what the reference computes for a case.
     A golden records it; a golden whose key differs from the case's is refused."""
@@ -125,7 +130,8 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
         # setting the reference follows is in hf_options)
         **({"use_activation": case.use_activation} if case.use_activation is not None else {}),
         # absent when unset: each text rendered as a conversation by the model's chat template
-        **({"chat": case.chat.model_dump()} if case.chat is not None else {}),
+        # (add_special_tokens only when asked: the keys recorded before it stay the same)
+        **({"chat": _chat_key(case.chat)} if case.chat is not None else {}),
         # absent when unset: the ids built with ColBERT's markers and query expansion
         **({"colbert": case.colbert.model_dump()} if case.colbert is not None else {}),
     }

@@ -103,6 +103,9 @@ class Measurement:
     # the token-id check: "equal" (compared, equal), "differ" (then `problem` says where; the
     # metrics are measured all the same), None (not compared)
     token_ids: str | None = None
+    # with token_ids "differ": the positions at which any item's ids differ, when every item's
+    # two sequences have one length (differing_positions); None otherwise
+    id_positions: tuple[int, ...] | None = None
 
 
 def is_failing(status: str) -> bool:
@@ -146,6 +149,20 @@ def _token_divergence(case: "Case", runner: str, m: Measurement) -> Verdict:
             m.metrics,
         )
     v = gate(m.metrics)
+    if div.token_positions is not None and m.token_ids == "differ":
+        where = sorted(div.token_positions)
+        if m.id_positions is None or list(m.id_positions) != where:
+            now = (
+                f"at positions {_positions(m.id_positions)}"
+                if m.id_positions is not None
+                else "in length"
+            )
+            return Verdict(
+                "fail",
+                f"the recorded divergence changed: the token ids now differ {now}, recorded "
+                f"only at {_positions(where)} ({m.problem})",
+                v.metrics,
+            )
     if m.token_ids == "equal":
         if v.status == "pass":
             return Verdict(
@@ -171,6 +188,13 @@ def _token_divergence(case: "Case", runner: str, m: Measurement) -> Verdict:
     if held.status == "xfail":
         held.reason = f"{held.reason[:-1]}; {m.problem})"
     return held
+
+
+def _positions(pos) -> str:
+    """Positions for a message: the first ten, and how many more."""
+    pos = list(pos)
+    more = f" and {len(pos) - 10} more" if len(pos) > 10 else ""
+    return ", ".join(map(str, pos[:10])) + more
 
 
 def gate(metrics: list[Metric], problems: list[str] | None = None) -> Verdict:

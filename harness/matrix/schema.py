@@ -228,9 +228,14 @@ class Divergence(_Strict):
     at_ceiling: list[str] = Field(default_factory=list)
     # the runner's prompt token ids differ from the reference's (a tokenization divergence)
     token_ids: Literal["differ"] | None = None
+    # with token_ids: the only positions at which they differ (every item's two sequences of one
+    # length); ids differing anywhere else, or in length, are the divergence changing
+    token_positions: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _envelope_or_error(self) -> "Divergence":
+        if self.token_positions is not None and self.token_ids is None:
+            raise ValueError("token_positions records where token ids differ: it needs token_ids")
         if self.token_ids is not None and self.error_match is not None:
             raise ValueError(
                 "a divergence recorded as raising (`error_match`) has no token ids to differ: "
@@ -283,6 +288,9 @@ class ChatOptions(_Strict):
     continue_final_message: bool = False
     # extra variables of the template (e.g. {enable_thinking: false})
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    # the tokenizer's own special tokens (e.g. an appended EOS) added on top of the rendered
+    # conversation's: vLLM's request field, transformers' tokenizer(add_special_tokens=...)
+    add_special_tokens: bool = False
 
     @model_validator(mode="after")
     def _one_ending(self) -> "ChatOptions":
@@ -303,8 +311,10 @@ class ServeOptions(_Strict):
     embed_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     endianness: Literal["little", "big"] = "little"
     # score cases: `score` sends each pair to /score; `rerank` sends each query with its documents
-    # to /rerank (the ranking, the returned indices and, with top_n, the truncation are checked)
-    api: Literal["default", "rerank"] = "default"
+    # to /rerank (the ranking, the returned indices and, with top_n, the truncation are checked);
+    # embed and classify cases: `pooling` sends each item to /pooling with the case's task
+    # instead of /v1/embeddings or /classify
+    api: Literal["default", "rerank", "pooling"] = "default"
     top_n: int | None = Field(default=None, gt=0)  # rerank: also ask for only the top n documents
     max_in_flight: int = Field(default=16, gt=0)  # concurrent requests: the server batches them
     # how many items each request carries (1: every item its own request; `all`: one request):
@@ -554,6 +564,17 @@ class Case(_Strict):
     def _serve_api_fits_task(self) -> "Case":
         if self.serve.api == "rerank" and self.task != "score":
             raise ValueError(f"serve.api 'rerank' needs task 'score', not {self.task!r}")
+        if self.serve.api == "pooling" and self.task not in ("embed", "classify"):
+            raise ValueError(
+                f"serve.api 'pooling' applies to tasks 'embed' and 'classify' (the other pooling "
+                f"tasks go to /pooling already), not {self.task!r}"
+            )
+        if self.serve.api == "pooling" and (
+            self.serve.encoding_format != "float" or self.prompt_name is not None
+        ):
+            raise ValueError(
+                "serve.api 'pooling' sends float answers without prompt_name (/v2/embed's)"
+            )
         if self.serve.top_n is not None and self.serve.api != "rerank":
             raise ValueError("serve.top_n applies to serve.api 'rerank' only")
         if self.serve.encoding_format != "float" and self.task != "embed":
@@ -580,8 +601,11 @@ class Case(_Strict):
                     f"{what}: items_per_request 'query' (each query with its documents, 1:N) "
                     f"applies to task 'score' only, not {self.task!r}"
                 )
-            if self.serve.api == "rerank":
-                raise ValueError(f"{what} applies to /score, not serve.api 'rerank'")
+            if self.serve.api != "default":
+                raise ValueError(
+                    f"{what} applies to /v1/embeddings, /classify and /score, not serve.api "
+                    f"{self.serve.api!r}"
+                )
         caps = [k for k in ("max_tokens_per_query", "max_tokens_per_doc") if getattr(self, k)]
         if caps:
             if self.task != "score":

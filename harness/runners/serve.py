@@ -595,14 +595,22 @@ class ServeRunner:
             from harness.matrix.chat import conversation, template_options
 
             if task not in ("embed", "classify") or form != "text":
-                raise ValueError("chat is sent to /v1/embeddings and /classify, as text items")
+                raise ValueError(
+                    "chat is sent to /v1/embeddings, /classify or /pooling, as text items"
+                )
             kwargs = chat.get("chat_template_kwargs") or {}
             conv = {
                 "messages": conversation(item, chat),
                 **template_options(chat),
                 **({"chat_template_kwargs": kwargs} if kwargs else {}),
+                # absent unless asked: the request's default (false for chat requests)
+                **({"add_special_tokens": True} if chat.get("add_special_tokens") else {}),
             }
-            if task == "embed":
+            if options.get("api") == "pooling":  # the same messages as a /pooling request
+                body = {**base, **dims, **conv, "task": task}
+                ans = await self._post(client, "/pooling", body, i)
+                out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
+            elif task == "embed":
                 body = {**base, **dims, **conv, "encoding_format": "float"}
                 ans = await self._post(client, "/v1/embeddings", body, i)
                 out = np.asarray(ans["data"][0]["embedding"], dtype=np.float32)
@@ -612,6 +620,10 @@ class ServeRunner:
             if not trunc:  # the ids vLLM renders the same conversation to (its /tokenize)
                 tok = await self._post(client, "/tokenize", {"model": self.model, **conv}, i)
                 chat_ids = [int(t) for t in tok["tokens"]]
+        elif task in ("embed", "classify") and options.get("api") == "pooling":
+            body = {**base, **dims, "input": item, "task": task}
+            ans = await self._post(client, "/pooling", body, i)
+            out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
         elif task == "embed" and options.get("prompt_name"):
             # vLLM's Cohere-style /v2/embed: `input_type` names a prompt of the model's
             # config_sentence_transformers.json, which the server prepends itself

@@ -183,7 +183,9 @@ def case_facts(case: Case, source: VllmSource, base_dir: Path) -> CaseFacts:
         case.task == "score" and late
     )
     fixes = tuple(source.config_fixes(arch, case.engine.get("model_impl"))) if arch else ()
-    return CaseFacts(arch, files, API_OF_TASK[case.task], token, late, fixes)
+    # serve.api pooling: an embed or classify case the server runners send to /pooling
+    api = "pooling" if case.serve.api == "pooling" else API_OF_TASK[case.task]
+    return CaseFacts(arch, files, api, token, late, fixes)
 
 
 @dataclass

@@ -115,3 +115,32 @@ def test_a_tokenizer_without_a_chat_template_is_refused(tmp_path):
     runner.loaded = lambda kind, make: tok
     with pytest.raises(ValueError, match="no chat_template"):
         runner.render_chat(["x"], {})
+
+
+def test_add_special_tokens_tokenizes_the_rendering_with_the_tokenizers_own_tokens(tmp_path):
+    """A tokenizer that appends EOS: with add_special_tokens the reference runs the rendering
+    plus EOS; without it, the recipe (which tokenizes with special tokens) is refused."""
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from harness.models.synthetic.qwen import qwen_tokenizer
+    from harness.runners.hf import HFRunner
+
+    qwen_tokenizer(tmp_path, {"max_position_embeddings": 512}, append_eos=True, chat_template=True)
+    tok = AutoTokenizer.from_pretrained(str(tmp_path), local_files_only=True)
+    runner = HFRunner(None)
+    runner.loaded = lambda kind, make: tok
+    opts = {"system": "S", "add_special_tokens": True}
+    (rendered,) = runner.render_chat(["The cat sat."], opts)
+    assert rendered == _chatml(conversation("The cat sat.", opts))  # the template's text alone
+    ids = tok(rendered)["input_ids"]
+    conv = conversation("The cat sat.", opts)
+    plain = tok.apply_chat_template(conv, tokenize=True, return_dict=True)["input_ids"]
+    assert ids == [*plain, tok.convert_tokens_to_ids("<|endoftext|>")]  # EOS on top
+    with pytest.raises(ValueError, match="special tokens on the rendered conversation"):
+        runner.render_chat(["The cat sat."], {"system": "S"})
+
+
+def test_add_special_tokens_is_a_chat_option_off_by_default():
+    assert _case(chat={}).chat.add_special_tokens is False
+    assert _case(chat={"add_special_tokens": True}).chat.add_special_tokens is True

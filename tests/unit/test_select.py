@@ -458,3 +458,23 @@ def test_a_shared_helper_module_reaches_what_its_importers_register(tmp_path, mo
     (pkg / "c.py").write_text("import numpy\n")
     monkeypatch.chdir(tmp_path)
     assert sibling_users(Path("harness/runners/hf"), "helper") == {"helper", "a", "b"}
+
+
+def test_an_embed_case_sent_to_pooling_is_selected_by_the_pooling_api(write_matrix, fake_vllm):
+    """serve.api pooling: the /pooling entrypoint's files select the case, the embed API's not."""
+    text = MATRIX.replace(
+        "    checks: [shuffle]\n",
+        "    checks: [shuffle]\n"
+        "  - id: bert-embed-pooled\n"
+        "    task: embed\n"
+        "    family: f\n"
+        "    inputs: short-texts\n"
+        "    runners: [hf, vllm-serve-v1]\n"
+        "    model: {source: synthetic, arch: BertModel, seed: 0}\n"
+        "    serve: {api: pooling}\n",
+    )
+    matrix = load_matrix(write_matrix(text))
+    pooled = _case_ids(_rows(matrix, fake_vllm, "vllm/entrypoints/pooling/pooling/protocol.py"))
+    assert "bert-embed-pooled" in pooled and "bert-embed" not in pooled
+    embed = _case_ids(_rows(matrix, fake_vllm, "vllm/entrypoints/pooling/embed/serving.py"))
+    assert "bert-embed" in embed and "bert-embed-pooled" not in embed

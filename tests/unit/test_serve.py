@@ -969,3 +969,76 @@ def test_score_one_to_many_proves_one_request_per_query(sizes, error):
     }
     reason = check_not_in_effect(derived, {"requests": requests})
     assert reason == (None if error is None else "invariance check score_one_to_many " + error)
+
+
+def _pooling_server(seen: list):
+    """A /pooling double that records each request body and answers its item's vector; /tokenize
+    answers three ids."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append((request.url.path, body))
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": [1, 2, 3], "count": 3})
+        assert request.url.path == "/pooling"
+        text = body["messages"][-1]["content"] if "messages" in body else body["input"]
+        vec = [float(len(text)), 1.0]
+        usage = {"prompt_tokens": 3}
+        return httpx.Response(200, json={"data": [{"index": 0, "data": vec}], "usage": usage})
+
+    return handler
+
+
+@pytest.mark.parametrize("task", ["embed", "classify"])
+def test_api_pooling_sends_each_item_to_pooling_with_the_cases_task(task):
+    seen: list = []
+    chat = {
+        "system": "S",
+        "add_generation_prompt": True,
+        "continue_final_message": False,
+        "chat_template_kwargs": {"enable_thinking": False},
+        "add_special_tokens": True,
+    }
+    out = _served(_pooling_server(seen)).run(task, ["ab", "abc"], {"api": "pooling", "chat": chat})
+    assert [o.tolist() for o in out] == [[2.0, 1.0], [3.0, 1.0]]
+    pooled = [b for p, b in seen if p == "/pooling"]
+    assert len(pooled) == 2 and all(b["task"] == task for b in pooled)
+    body = pooled[0]
+    assert body["messages"][0] == {"role": "system", "content": "S"}
+    assert body["add_generation_prompt"] is True and body["add_special_tokens"] is True
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    # /tokenize is asked with the same conversation and options
+    tok = [b for p, b in seen if p == "/tokenize"]
+    assert len(tok) == 2 and tok[0]["add_special_tokens"] is True
+    assert tok[0]["messages"] == body["messages"]
+    # without chat: the text as `input`
+    seen.clear()
+    out = _served(_pooling_server(seen)).run(task, ["abcd"], {"api": "pooling"})
+    assert out[0].tolist() == [4.0, 1.0]
+    assert [b for p, b in seen if p == "/pooling"][0]["input"] == "abcd"
+
+
+def test_chat_requests_leave_add_special_tokens_to_the_servers_default():
+    seen: list = []
+    _served(_pooling_server(seen)).run("embed", ["ab"], {"api": "pooling", "chat": {}})
+    assert all("add_special_tokens" not in b for _, b in seen)
+
+
+def test_api_pooling_needs_embed_or_classify(write_matrix):
+    head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: %s, runners: [hf],\n"
+    tol = "     tolerances: {float32: {max_abs: 1.0e-5}}, serve: %s}\n"
+    load_matrix(write_matrix(head % ("classify", "short-texts") + tol % "{api: pooling}"))
+    with pytest.raises(MatrixError, match="serve.api 'pooling' applies to tasks 'embed' and"):
+        load_matrix(write_matrix(head % ("token_classify", "short-texts") + tol % "{api: pooling}"))
+    with pytest.raises(MatrixError, match="serve.api 'pooling' sends float answers"):
+        load_matrix(
+            write_matrix(
+                head % ("embed", "short-texts") + tol % "{api: pooling, encoding_format: base64}"
+            )
+        )
+    with pytest.raises(MatrixError, match="not serve.api 'pooling'"):
+        load_matrix(
+            write_matrix(
+                head % ("embed", "short-texts") + tol % "{api: pooling, items_per_request: all}"
+            )
+        )

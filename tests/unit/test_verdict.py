@@ -371,3 +371,34 @@ def test_token_ids_differ_cannot_be_recorded_as_raising():
     with pytest.raises(ValueError, match="no token ids to differ"):
         make_case(divergence={**TOKEN_DIV, "error_match": "boom"})
     make_case(divergence=TOKEN_DIV)  # no envelope needed: then the case's own tolerance holds
+
+
+# --- where the token ids differ (`token_positions`) ---------------------------------------------
+
+CUT = [[9, 2, 3], [9, 4], [9, 5, 6], [9, 7]]  # position 0 only, e.g. [CLS] cut by a truncation
+CUT_MORE = [[9, 2, 8], [9, 4], [9, 5, 6], [9, 7]]  # ... and position 2 of item 0
+
+
+def test_differing_positions_are_the_union_over_items_or_none_when_lengths_differ():
+    from harness.judge.compare import differing_positions
+
+    assert differing_positions(IDS, CUT) == (0,)
+    assert differing_positions(IDS, CUT_MORE) == (0, 2)
+    assert differing_positions(IDS, IDS) == ()
+    assert differing_positions(IDS, PREFIXED) is None  # lengths differ: positions do not line up
+    assert differing_positions(IDS, [None, [1, 9], None, None]) == (1,)  # items without ids skipped
+
+
+def test_a_token_divergence_at_recorded_positions_holds_only_while_they_are_the_ones():
+    ref = vecs()
+    case = make_case(divergence={**TOKEN_DIV, "token_positions": [0]})
+    v = _cmp(case, [a.copy() for a in ref], CUT, ref)
+    assert v.status == "xfail"
+    v = _cmp(case, [a.copy() for a in ref], CUT_MORE, ref)
+    assert v.status == "fail" and "now differ at positions 0, 2, recorded only at 0" in v.reason
+    v = _cmp(case, [a.copy() for a in ref], PREFIXED, ref)
+    assert v.status == "fail" and "now differ in length" in v.reason
+    v = _cmp(case, [a.copy() for a in ref], IDS, ref)  # ids agree: xpass as without positions
+    assert v.status == "xpass"
+    with pytest.raises(ValueError, match="it needs token_ids"):
+        make_case(divergence={**ENVELOPE, "token_positions": [0]})

@@ -7,7 +7,7 @@ BUG_CLASS = "tokenisation"
 REPLAYS = None
 MODULE = "vllm.entrypoints.pooling.scoring.io_processor"
 FILES = ["vllm/entrypoints/pooling/scoring/io_processor.py"]
-CASES = ["bert-tiny-cross-encoder-score-truncated-left-hf-tokenizer"]
+CASES = ["bert-tiny-cross-encoder-score-truncated-left*"]  # vLLM's rule and the HF record
 RUNNERS = ["vllm-v1", "vllm-v2"]
 MATRIX = "matrices/extended.yaml"
 

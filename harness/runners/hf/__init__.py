@@ -313,7 +313,9 @@ class HFRunner:
         """Each text as the case's conversation rendered by transformers'
         `tokenizer.apply_chat_template` (the model's own template, the case's options). The recipe
         then tokenizes the rendered text; that must give the ids apply_chat_template(tokenize=True)
-        gives (no special tokens added on top of the template's), else this refuses."""
+        gives (no special tokens added on top of the template's), or, with the case's
+        add_special_tokens, the tokenizer's ids of the rendered text with its special tokens,
+        else this refuses."""
         from harness.matrix.chat import conversation, template_options
 
         tok = self.tokenizer()
@@ -324,11 +326,15 @@ class HFRunner:
         for text in items:
             conv = conversation(str(text), chat)
             rendered = tok.apply_chat_template(conv, tokenize=False, **kw)
-            ids = tok.apply_chat_template(conv, tokenize=True, return_dict=True, **kw)
-            if list(tok(rendered)["input_ids"]) != list(ids["input_ids"]):
+            if chat.get("add_special_tokens"):
+                want = tok(rendered, add_special_tokens=True)["input_ids"]
+            else:
+                want = tok.apply_chat_template(conv, tokenize=True, return_dict=True, **kw)
+                want = want["input_ids"]
+            if list(tok(rendered)["input_ids"]) != list(want):
                 raise ValueError(
-                    "chat: the tokenizer adds special tokens to the rendered conversation; the "
-                    "recipe would not run apply_chat_template's ids"
+                    "chat: the tokenizer's special tokens on the rendered conversation are not "
+                    "the case's add_special_tokens; the recipe would not run the ids asked for"
                 )
             out.append(rendered)
         return out

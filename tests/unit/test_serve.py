@@ -939,7 +939,9 @@ def test_score_shapes_fit_score_cases_only(write_matrix):
         load_matrix(
             write_matrix(head % ("embed", "short-texts") + tol % "checks: [score_one_to_many]")
         )
-    with pytest.raises(MatrixError, match="applies to /score, not serve.api 'rerank'"):
+    with pytest.raises(
+        MatrixError, match="applies to /v1/embeddings, /classify and /score, not serve.api 'rerank'"
+    ):
         load_matrix(write_matrix(pairs + tol % "serve: {api: rerank, items_per_request: all}"))
 
 

@@ -88,6 +88,9 @@ class SyntheticModel(_Strict):
     # tokenizer variations, e.g. {append_eos: true} to reproduce the EOS == pad divergence;
     # {chat_template: true} (Qwen) saves a ChatML chat template (chat cases)
     tokenizer: dict[str, Any] = Field(default_factory=dict)
+    # options of the head a family's post_build writes, e.g. ColQwen3's {bias: false} (a
+    # projection saved without its bias), read by the family's post_build
+    head: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _st_modules_need_pooling(self) -> "SyntheticModel":

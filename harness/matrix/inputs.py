@@ -385,9 +385,7 @@ def _colqwen3_queries_and_pages() -> tuple[Item, ...]:
 
 def _colqwen3_query_page_pairs() -> tuple[Item, ...]:
     # query-image-pairs in ColQwen3's prompts: each query meets the page it describes first
-    return tuple(
-        (q + COLQWEN3_QUERY_SUFFIX, _colqwen3_page(d)) for q, d in _query_image_pairs()
-    )
+    return tuple((q + COLQWEN3_QUERY_SUFFIX, _colqwen3_page(d)) for q, d in _query_image_pairs())
 
 
 _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {

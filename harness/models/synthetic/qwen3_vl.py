@@ -38,7 +38,9 @@ def _qwen3_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
         additional_special_tokens=QWEN_SPECIALS[1:] + QWEN_VL_SPECIALS,
     )
     if tok.convert_tokens_to_ids("<|image_pad|>") != config["image_token_id"]:
-        raise RuntimeError("synthetic Qwen3-VL tokenizer: <|image_pad|> id differs from the config's")
+        raise RuntimeError(
+            "synthetic Qwen3-VL tokenizer: <|image_pad|> id differs from the config's"
+        )
     vision = config["vision_config"]
     tile = vision["patch_size"] * vision["spatial_merge_size"]  # 32: a 64x64 image is 2x2 tokens
     sizes = dict(
@@ -142,7 +144,10 @@ register(
         # Qwen3VLModel saves `visual.X` / `language_model.X`; ColQwen3 checkpoints in the
         # layout of Qwen3VLForConditionalGeneration (colpali-engine's key mapping, vLLM's
         # "ColPali / nvidia" naming) hold `model.visual.X` / `model.language_model.X`
-        checkpoint_prefixes={"visual.": "model.visual.", "language_model.": "model.language_model."},
+        checkpoint_prefixes={
+            "visual.": "model.visual.",
+            "language_model.": "model.language_model.",
+        },
         post_build=_colqwen3_projection,
     ),
 )

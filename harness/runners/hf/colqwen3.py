@@ -75,7 +75,9 @@ def _colqwen3_encoder(runner: HFRunner):
         return checked_load(model, info).to(req.device).eval()
 
     model = runner.loaded("colqwen3", load_model)
-    proc = runner.loaded("colqwen3-processor", lambda: ColQwen3Processor.from_pretrained(req.model_dir))
+    proc = runner.loaded(
+        "colqwen3-processor", lambda: ColQwen3Processor.from_pretrained(req.model_dir)
+    )
 
     def encode(item):
         if is_image(item):

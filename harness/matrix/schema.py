@@ -266,7 +266,8 @@ class Divergence(_Strict):
 class KnownSkip(_Strict):
     """A runner that cannot run this case in some environments, for a known reason: when it fails
     with an error containing `error_match`, the verdict is skip (with the exact error), not error.
-    Any other error stays an error, and where it runs, it is compared as usual."""
+    Any other error stays an error, and where it runs, it is compared as usual. Naming `hf`: the
+    reference cannot run here (e.g. its package is missing), and the rows it judges skip."""
 
     runners: list[RunnerName]
     error_match: str = Field(min_length=1)

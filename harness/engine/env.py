@@ -57,6 +57,13 @@ BROKEN_BESIDE_TORCH_CPU = ("torchvision", "torchaudio", "torchcodec")
 TORCHVISION_GUARD_FILE = "_meta_registrations.py"
 TORCHVISION_GUARDED_OPS = ("nms", "qnms")
 CPU_TORCHVISION = "paired with torch, nms/qnms fakes guarded"  # in the stamp: change to reinstall
+# Reference packages installed without their dependencies, on every backend: colpali-engine
+# (ColQwen3's own code, the ColQwen3 reference: harness/runners/hf/colqwen3.py) requires PyPI's
+# torchvision (the CUDA build above) and peft<0.21, which would replace what the engine runs;
+# it is pure Python, and what it imports (transformers, torch, PIL, scipy) vLLM already brings.
+NO_DEPS_REFERENCES = ("colpali-engine==0.3.18",)
+# stamp keys whose step can be added to an existing environment alone, without a reinstall
+ADD_ON_STEPS = ("torchvision", "no_deps")
 
 
 @dataclass
@@ -223,6 +230,7 @@ def release_stamp(requirement: str, backend: str, extras: tuple[str, ...]) -> di
         "backend": backend,
         "extras": sorted(set(extras)),
         "harness_deps": _deps_key(),
+        "no_deps": list(NO_DEPS_REFERENCES),
     }
     if backend == "cpu":
         stamp["torchvision"] = CPU_TORCHVISION
@@ -240,10 +248,14 @@ def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> Engi
     if have == want:
         return EngineEnv(requirement, str(python))
     t0 = time.perf_counter()
-    if backend == "cpu" and have and {**have, "torchvision": CPU_TORCHVISION} == want:
-        # an environment from before torchvision came back: add it, keep the rest
+    added = {k for k in want if have.get(k) != want[k]}
+    if have and added <= set(ADD_ON_STEPS) and set(have) <= set(want):
+        # an environment from before a step (torchvision, the no-deps references): add it alone
         stamp.unlink()
-        cpu_torchvision(str(python))
+        if "torchvision" in added:
+            cpu_torchvision(str(python))
+        if "no_deps" in added:
+            install_no_deps(str(python))
         stamp.write_text(json.dumps(want, indent=1) + "\n")
         return EngineEnv(
             requirement, str(python), setup_seconds=time.perf_counter() - t0, reused=False
@@ -258,10 +270,16 @@ def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> Engi
     if backend == "cpu":
         inst.uninstall(*BROKEN_BESIDE_TORCH_CPU)
         cpu_torchvision(str(python), inst)
+    install_no_deps(str(python), inst)
     check = "import transformers, vllm, sentence_transformers; print('vllm', vllm.__version__)"
     _run([str(python), "-c", check])
     stamp.write_text(json.dumps(want, indent=1) + "\n")
     return EngineEnv(requirement, str(python), setup_seconds=time.perf_counter() - t0, reused=False)
+
+
+def install_no_deps(python: str, installer: Installer | None = None) -> None:
+    """The NO_DEPS_REFERENCES, each exactly its pinned version, none of their dependencies."""
+    (installer or Installer.pip(python)).install("--no-deps", *NO_DEPS_REFERENCES)
 
 
 def paired_torchvision(torch_version: str) -> str:
@@ -512,6 +530,7 @@ def _cuda_checkout_env(spec: EngineSpec, extras: tuple[str, ...]) -> EngineEnv:
         )
         target = f"{ROOT}[{','.join(extras)}]" if extras else str(ROOT)
         _run([str(python), "-m", "pip", "install", "-q", "-e", target])
+        install_no_deps(str(python))
     return EngineEnv(spec.describe(), str(python))
 
 

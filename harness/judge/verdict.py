@@ -342,6 +342,14 @@ def outcome_verdict(
     if ref is None:
         return Verdict("error", "reference (hf) was not run")
     if ref.status != "ok":
+        known = case.skip_if_error
+        if (  # a reference that cannot run here for a known reason (e.g. its package missing)
+            ref.status == "error"
+            and known
+            and "hf" in known.runners
+            and known.error_match in (ref.error or "")
+        ):
+            return Verdict("skip", f"reference (hf) unavailable: {ref.reason} ({known.reason})")
         return Verdict(
             "skip" if ref.status == "skip" else "error",
             f"reference (hf) {ref.status}: {ref.reason}",

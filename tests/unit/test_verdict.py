@@ -164,6 +164,25 @@ def test_skip_if_error_matches_the_error_not_the_log_tail():
     assert v.status == "error"
 
 
+def test_a_reference_that_fails_for_a_known_reason_skips_the_rows_it_judges():
+    known = {
+        "runners": ["hf"],
+        "error_match": "colpali-engine==0.3.18 is not installed",
+        "reason": "pip install --no-deps colpali-engine==0.3.18",
+    }
+    case = make_case(skip_if_error=known)
+    ok = RunOutcome("c", "vllm-v1", "ok", output="x", info={"actual_runner": "v1"})
+    never = lambda: pytest.fail("measured without a reference")  # noqa: E731
+    own = "RuntimeError: colpali-engine==0.3.18 is not installed in this environment"
+    missing = RunOutcome("c", "hf", "error", f"runner raised {own}", error=own)
+    v = outcome_verdict(case, "vllm-v1", missing, ok, never)
+    assert v.status == "skip" and "pip install --no-deps colpali-engine==0.3.18" in v.reason
+    # another reference error stays an error; so does a case that names no known reason
+    other = RunOutcome("c", "hf", "error", "runner raised ValueError: x", error="ValueError: x")
+    assert outcome_verdict(case, "vllm-v1", other, ok, never).status == "error"
+    assert outcome_verdict(make_case(), "vllm-v1", missing, ok, never).status == "error"
+
+
 def test_outcome_verdict_never_passes_without_a_comparison():
     case = make_case()
     ok = RunOutcome("c", "vllm-v1", "ok", output="x", info={"actual_runner": "v1"})

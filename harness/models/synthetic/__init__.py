@@ -185,6 +185,8 @@ def build(spec: SyntheticModel, target: Path) -> str:
     from harness.models.refmodels import REFERENCE_ARCHS, checkpoint_names
 
     fam = family_of(spec.arch)
+    if spec.head and fam.post_build is None:
+        raise ValueError(f"{spec.arch}: `head` options {spec.head} but its family writes no head")
     absent = {k for k, v in spec.config.items() if v is None}  # left out of config.json
     cfg = {k: v for k, v in {**fam.config, **spec.config}.items() if k not in absent}
     config = transformers.AutoConfig.for_model(fam.model_type, **cfg)

@@ -9,7 +9,7 @@ from pathlib import Path
 from harness.models.synthetic import ArchFamily, register
 from harness.models.synthetic.qwen import QWEN_PAD, QWEN_SPECIALS, qwen_vocab_and_merges
 
-_QWEN_VL_SPECIALS = [
+QWEN_VL_SPECIALS = [
     "<|vision_start|>",
     "<|vision_end|>",
     "<|vision_pad|>",
@@ -18,9 +18,9 @@ _QWEN_VL_SPECIALS = [
 ]
 
 
-def _qwen_vl_vocab() -> dict[str, int]:
+def qwen_vl_vocab() -> dict[str, int]:
     vocab, _ = qwen_vocab_and_merges()
-    return {**vocab, **{t: len(vocab) + i for i, t in enumerate(_QWEN_VL_SPECIALS)}}
+    return {**vocab, **{t: len(vocab) + i for i, t in enumerate(QWEN_VL_SPECIALS)}}
 
 
 def _qwen_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
@@ -30,7 +30,7 @@ def _qwen_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
     from transformers import Qwen2Tokenizer
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    vocab, merges = _qwen_vl_vocab(), qwen_vocab_and_merges()[1]
+    vocab, merges = qwen_vl_vocab(), qwen_vocab_and_merges()[1]
     tok = Qwen2Tokenizer(
         vocab=vocab,
         merges=merges,
@@ -39,7 +39,7 @@ def _qwen_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
         eos_token="<|endoftext|>",
         pad_token="<|endoftext|>",
         model_max_length=config["text_config"]["max_position_embeddings"],
-        additional_special_tokens=QWEN_SPECIALS[1:] + _QWEN_VL_SPECIALS,
+        additional_special_tokens=QWEN_SPECIALS[1:] + QWEN_VL_SPECIALS,
     )
     if tok.convert_tokens_to_ids("<|image_pad|>") != config["image_token_id"]:
         raise RuntimeError(
@@ -63,7 +63,7 @@ def _qwen_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
 
 
 def _qwen2_vl_config() -> dict:
-    vocab = _qwen_vl_vocab()
+    vocab = qwen_vl_vocab()
     text = dict(
         vocab_size=len(vocab),
         hidden_size=64,

@@ -1,0 +1,153 @@
+"""ColQwen3 (colpali-engine's late-interaction retriever on Qwen3-VL): a tiny Qwen3-VL with its
+vision tower (deepstack included), the ColQwen3 projection `custom_text_proj` (a Linear with a
+bias, as colpali-engine builds it), the Qwen tokenizer with the vision specials and Qwen3-VL's
+processor files, all written here (no hub)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.matrix.schema import SyntheticModel
+from harness.models.synthetic import ArchFamily, register, seeded_values
+from harness.models.synthetic.qwen import QWEN_PAD, QWEN_SPECIALS, qwen_vocab_and_merges
+from harness.models.synthetic.qwen2_vl import QWEN_VL_SPECIALS, qwen_vl_vocab
+
+# colpali-engine 0.3.18's ColQwen3 fixes its projection width (`self.dim = 320`) and builds it as
+# `nn.Linear(hidden_size, self.dim)`: bias included
+COLQWEN3_DIM = 320
+COLQWEN3_PROJECTION = "custom_text_proj"
+
+
+def _qwen3_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
+    """Qwen2 byte-level BPE plus the vision specials, saved as one Qwen3VLProcessor with
+    Qwen3-VL's image processor sized for the harness's 64x64 images (4 merged tokens each, at
+    most 16) and its video processor (vLLM's Qwen3-VL processing reads both)."""
+    from transformers import Qwen2Tokenizer, Qwen3VLProcessor
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    tok = Qwen2Tokenizer(
+        vocab=qwen_vl_vocab(),
+        merges=qwen_vocab_and_merges()[1],
+        unk_token=None,
+        bos_token=None,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        model_max_length=config["text_config"]["max_position_embeddings"],
+        additional_special_tokens=QWEN_SPECIALS[1:] + QWEN_VL_SPECIALS,
+    )
+    if tok.convert_tokens_to_ids("<|image_pad|>") != config["image_token_id"]:
+        raise RuntimeError(
+            "synthetic Qwen3-VL tokenizer: <|image_pad|> id differs from the config's"
+        )
+    vision = config["vision_config"]
+    tile = vision["patch_size"] * vision["spatial_merge_size"]  # 32: a 64x64 image is 2x2 tokens
+    sizes = dict(
+        patch_size=vision["patch_size"],
+        temporal_patch_size=vision["temporal_patch_size"],
+        merge_size=vision["spatial_merge_size"],
+        image_mean=[0.5, 0.5, 0.5],  # Qwen3-VL's released preprocessor_config.json
+        image_std=[0.5, 0.5, 0.5],
+    )
+    images = Qwen2VLImageProcessor(
+        size={"shortest_edge": tile * tile, "longest_edge": 16 * tile * tile}, **sizes
+    )
+    videos = Qwen3VLVideoProcessor(
+        size={"shortest_edge": tile * tile, "longest_edge": 16 * tile * tile}, **sizes
+    )
+    Qwen3VLProcessor(image_processor=images, tokenizer=tok, video_processor=videos).save_pretrained(
+        out
+    )
+
+
+def _colqwen3_projection(out: Path, spec: SyntheticModel, config) -> None:
+    """Add the ColQwen3 head to the saved backbone: `custom_text_proj.weight` [320, hidden] and
+    `.bias` [320], seeded like every other parameter (the case's `head: {bias: false}` saves no
+    bias: a bias-free projection); `architectures` names ColQwen3."""
+    from safetensors.numpy import load_file, save_file
+
+    if unknown := sorted(set(spec.head) - {"bias"}):
+        raise ValueError(f"ColQwen3 head options are {{bias: true|false}}, not {unknown}")
+    hidden = config.text_config.hidden_size
+    path = out / "model.safetensors"
+    weights = load_file(str(path))
+    leaves = [("weight", (COLQWEN3_DIM, hidden))]
+    if spec.head.get("bias", True):
+        leaves.append(("bias", (COLQWEN3_DIM,)))
+    for leaf, shape in leaves:
+        name = f"{COLQWEN3_PROJECTION}.{leaf}"
+        weights[name] = seeded_values(spec.seed, name, shape, float(config.initializer_range))
+    save_file(weights, str(path), metadata={"format": "pt"})
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["architectures"] = [spec.arch]  # save_pretrained wrote the backbone's class name
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def _qwen3_vl_config() -> dict:
+    vocab = qwen_vl_vocab()
+    text = dict(
+        vocab_size=len(vocab),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,  # vLLM's CPU attention rejects 16
+        max_position_embeddings=512,
+        rms_norm_eps=1e-6,
+        # M-RoPE over (t, h, w), interleaved as Qwen3-VL's; the sections sum to head_dim / 2
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 5e6,
+            "mrope_section": [6, 5, 5],
+            "mrope_interleaved": True,
+        },
+        bos_token_id=QWEN_PAD,
+        eos_token_id=QWEN_PAD,
+        pad_token_id=QWEN_PAD,
+        tie_word_embeddings=False,
+    )
+    vision = dict(
+        depth=2,
+        hidden_size=32,
+        intermediate_size=64,
+        num_heads=2,
+        in_channels=3,
+        patch_size=16,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+        out_hidden_size=64,  # the text hidden size
+        num_position_embeddings=64,  # an 8x8 grid of learned positions, interpolated per image
+        deepstack_visual_indexes=[0, 1],  # both vision layers feed both decoder layers
+    )
+    return dict(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=vocab["<|image_pad|>"],
+        video_token_id=vocab["<|video_pad|>"],
+        vision_start_token_id=vocab["<|vision_start|>"],
+        vision_end_token_id=vocab["<|vision_end|>"],
+        tie_word_embeddings=False,
+        initializer_range=0.2,
+    )
+
+
+register(
+    "qwen3-vl",
+    ArchFamily(
+        model_type="qwen3_vl",
+        config=_qwen3_vl_config(),
+        tokenizer=_qwen3_vl_tokenizer_and_processor,
+        archs=("ColQwen3",),
+        hf_class={"ColQwen3": "Qwen3VLModel"},
+        # Qwen3VLModel saves `visual.X` / `language_model.X`; ColQwen3 checkpoints in the
+        # layout of Qwen3VLForConditionalGeneration (colpali-engine's key mapping, vLLM's
+        # "ColPali / nvidia" naming) hold `model.visual.X` / `model.language_model.X`
+        checkpoint_prefixes={
+            "visual.": "model.visual.",
+            "language_model.": "model.language_model.",
+        },
+        post_build=_colqwen3_projection,
+    ),
+)

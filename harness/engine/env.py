@@ -61,7 +61,11 @@ CPU_TORCHVISION = "paired with torch, nms/qnms fakes guarded"  # in the stamp: c
 # (ColQwen3's own code, the ColQwen3 reference: harness/runners/hf/colqwen3.py) requires PyPI's
 # torchvision (the CUDA build above) and peft<0.21, which would replace what the engine runs;
 # it is pure Python, and what it imports (transformers, torch, PIL, scipy) vLLM already brings.
-NO_DEPS_REFERENCES = ("colpali-engine==0.3.18",)
+# gritlm (GritLM's own package, the GritLM reference: harness/runners/hf/gritlm.py) requires
+# wandb, datasets, mteb and accelerate; its GritLM.encode imports only torch, numpy, tqdm and
+# transformers. A recipe imports one through harness.runners.hf.packages.pinned_package, at the
+# version pinned here (no_deps_pin) or not at all.
+NO_DEPS_REFERENCES = ("colpali-engine==0.3.18", "gritlm==1.0.2")
 # stamp keys whose step can be added to an existing environment alone, without a reinstall
 ADD_ON_STEPS = ("torchvision", "no_deps")
 
@@ -235,6 +239,12 @@ def release_stamp(requirement: str, backend: str, extras: tuple[str, ...]) -> di
     if backend == "cpu":
         stamp["torchvision"] = CPU_TORCHVISION
     return stamp
+
+
+def no_deps_pin(name: str) -> str:
+    """The version NO_DEPS_REFERENCES pins distribution `name` to."""
+    pins = dict(r.split("==", 1) for r in NO_DEPS_REFERENCES)
+    return pins[name]
 
 
 def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> EngineEnv:

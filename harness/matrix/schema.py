@@ -385,6 +385,44 @@ class LoraAdapter(_Strict):
     std: float = Field(default=0.2, gt=0)
 
 
+class VllmReleases(_Strict):
+    """The vLLM releases a case can run on. On a vLLM outside `specifier` (a PEP 440 specifier,
+    as pip takes them; a local label such as +cpu and a dev suffix are ignored) the whole case is
+    skipped with `reason` when the run is planned: no model is built, no engine starts (e.g. an
+    architecture vLLM removed after a release)."""
+
+    specifier: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+    @field_validator("specifier")
+    @classmethod
+    def _specifier(cls, v: str) -> str:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(v)
+        except InvalidSpecifier:
+            raise ValueError(
+                f"{v!r} is not a version specifier; write e.g. '<0.29' or '>=0.28,<0.32' "
+                "(PEP 440, as pip takes them)"
+            ) from None
+        return v
+
+    def skip_reason(self, version: str | None) -> str | None:
+        """Why a case cannot run on vLLM `version` (None: it can, or the version is unknown and
+        the runners will say what they find)."""
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            base = Version(Version(version or "").base_version)
+        except InvalidVersion:
+            return None
+        if SpecifierSet(self.specifier).contains(base, prereleases=True):
+            return None
+        return f"vLLM {version} is outside vllm_releases {self.specifier!r}: {self.reason}"
+
+
 class Case(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._@-]*$")
     family: str
@@ -408,6 +446,12 @@ class Case(_Strict):
     # release: a mapping of version specifiers to runners, e.g. {">=0.32": v2, "<0.32": v1}
     expected_auto_runner: Literal["v1", "v2"] | dict[str, Literal["v1", "v2"]] | None = None
     trust_remote_code: bool = False
+    # the vLLM releases this case can run on (VllmReleases); elsewhere it is skipped, unplanned
+    vllm_releases: VllmReleases | None = None
+    # embed: a GritLM-style instruction prefix ("<|user|>\n...\n<|embed|>\n"). vLLM is sent the
+    # instruction + text (its pooler finds the instruction in the token ids); the reference is
+    # given the two apart and must implement it (gritlm-embed: GritLM.encode(instruction=...))
+    instruction: str | None = None
     # invariance checks (harness.matrix.checks): each becomes a derived case `<id>@<check>`
     # (the names: harness.matrix.checks.CHECKS)
     checks: list[Annotated[str, AfterValidator(_known_check)]] = Field(default_factory=list)
@@ -630,6 +674,16 @@ class Case(_Strict):
             raise ValueError(
                 f"prompt_name applies to task 'embed' sent as text only, not task {self.task!r} "
                 f"with prompt_form {self.prompt_form!r}"
+            )
+        if self.instruction is not None and (
+            self.task != "embed"
+            or self.prompt_form != "text"
+            or self.prompt_name is not None
+            or self.chat is not None
+        ):
+            raise ValueError(
+                f"instruction applies to task 'embed' sent as text, without prompt_name or "
+                f"chat, not task {self.task!r} with prompt_form {self.prompt_form!r}"
             )
         reference_activation = self.hf.get("use_activation")
         if (

@@ -138,7 +138,20 @@ def record_reference(
     return ["--against", "golden", "--golden-dir", str(ref / "golden")]
 
 
-def select_rows(m: Mutation, matrix: str, python: str = sys.executable) -> list[tuple[str, str]]:
+@dataclass
+class Selected:
+    """What `parity select` gave a mutation: its rows, the vLLM version under test, and the
+    selected cases that version is outside the `vllm_releases` of (case id -> why)."""
+
+    rows: list[tuple[str, str]] = field(default_factory=list)
+    vllm_version: str | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def runnable(self) -> list[tuple[str, str]]:
+        return [(c, r) for c, r in self.rows if c not in self.skipped]
+
+
+def select_rows(m: Mutation, matrix: str, python: str = sys.executable) -> Selected:
     """The (case, runner) rows `parity select` gives for FILES (narrowed by CASES / RUNNERS)."""
     cmd = [
         python,
@@ -152,12 +165,17 @@ def select_rows(m: Mutation, matrix: str, python: str = sys.executable) -> list[
     ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode == 4:
-        return []
+        return Selected()
     if done.returncode != 0:
         raise RuntimeError(
             f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-2000:]}"
         )
-    return [(r["case"], r["runner"]) for r in json.loads(done.stdout)["rows"]]
+    sel = json.loads(done.stdout)
+    return Selected(
+        rows=[(r["case"], r["runner"]) for r in sel["rows"]],
+        vllm_version=sel.get("vllm_version"),
+        skipped={r["case"]: r["skip"] for r in sel["rows"] if r.get("skip")},
+    )
 
 
 def parity_run(
@@ -295,9 +313,22 @@ def run_power(
             o.status, o.reason = "not applicable", elsewhere
             continue
         try:
-            o.rows = select_rows(o.mutation, matrix, python)
+            selected = select_rows(o.mutation, matrix, python)
         except RuntimeError as e:  # one mutation's selection failing loses only that mutation
             o.status, o.reason = "error", str(e)
+            continue
+        # decided before the reference is recorded: a mutation of another release, or whose
+        # cases all skip on this vLLM (their vllm_releases), has nothing to record or run
+        version = selected.vllm_version
+        if version and not version_applies(o.mutation.targets, version):
+            o.status = "not applicable"
+            o.reason = f"vLLM {version} outside TARGETS {o.mutation.targets!r}"
+            continue
+        o.rows = selected.runnable()
+        if selected.rows and not o.rows:
+            case, why = sorted(selected.skipped.items())[0]
+            o.status = "not applicable"
+            o.reason = f"every case it selects is skipped on this vLLM ({case}: {why})"
             continue
         if not o.rows:
             narrowed = "".join(

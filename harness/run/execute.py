@@ -291,12 +291,13 @@ class Executor:
                 )
             else:
                 self._save_traceback(load.runner, ans)
+                skip = bool(ans.get("skip"))  # the runner cannot run it here (SkipCase)
                 self._record(
                     RunOutcome(
                         case.id,
                         load.name,
-                        "error",
-                        f"runner raised {ans.get('error')}",
+                        "skip" if skip else "error",
+                        str(ans.get("error")) if skip else f"runner raised {ans.get('error')}",
                         error=str(ans.get("error")),
                         info=info,
                         load_seconds=info.get("load_seconds"),
@@ -329,6 +330,8 @@ class Executor:
             options["dimensions"] = case.dimensions
         if case.prompt_name:
             options["prompt_name"] = case.prompt_name
+        if case.instruction:
+            options["instruction"] = case.instruction
         # per request: vLLM is sent it, the reference follows it (an engine-wide setting reaches
         # the reference only as the case's `hf: {use_activation}`, in the options above)
         if case.use_activation is not None:

@@ -105,6 +105,27 @@ def prepare_models(cases: list[Case], base_dir: Path) -> dict[str, ResolvedModel
     return models
 
 
+UNDER_TEST = "under test"  # build_plan's default: the vLLM this environment would import
+
+
+def vllm_version_under_test() -> str | None:
+    """The version of the vLLM this environment runs (its files read, never imported)."""
+    from harness.engine.target import vllm_provenance
+
+    return vllm_provenance().get("version")
+
+
+def release_skips(cases: list[Case], version: str | None) -> dict[str, ModelProblem]:
+    """The cases that cannot run on vLLM `version` (their `vllm_releases`), each as a skip with
+    its reason: nothing of theirs is built or started."""
+    out = {}
+    for case in cases:
+        why = case.vllm_releases.skip_reason(version) if case.vllm_releases else None
+        if why:
+            out[case.id] = ModelProblem("skip", why)
+    return out
+
+
 def build_plan(
     cases: list[Case],
     platform: Platform,
@@ -114,12 +135,22 @@ def build_plan(
     with_reference: bool = True,
     one_load_per_case: bool = False,
     fp32_reference: bool = False,
+    vllm_version: str | None = UNDER_TEST,
 ) -> Plan:
     """Resolve every case's model (building synthetic ones) and group work per runner.
     `one_load_per_case` is the naive layout (a fresh load for every case), for benchmarks.
     `fp32_reference`: a case run in half precision whose bounds are calibrated (`k`) also runs
-    the reference in float32 (REFERENCE_FP32, in the `hf` queue); float32 runs are unchanged."""
-    models = prepare_models(cases, base_dir)
+    the reference in float32 (REFERENCE_FP32, in the `hf` queue); float32 runs are unchanged.
+    `vllm_version`: the vLLM the cases run on (default: the one under test here); a case whose
+    `vllm_releases` exclude it is a skip, its model never built (release_skips)."""
+    if vllm_version == UNDER_TEST:
+        gated = {}
+        if any(case.vllm_releases for case in cases):
+            gated = release_skips(cases, vllm_version_under_test())
+    else:
+        gated = release_skips(cases, vllm_version)
+    models: dict[str, ResolvedModel | ModelProblem] = dict(gated)
+    models.update(prepare_models([c for c in cases if c.id not in gated], base_dir))
     wanted = set(runners) if runners else None
     used: list[str] = []
     queues: dict[str, dict[str, Load]] = {}

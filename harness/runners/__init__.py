@@ -26,6 +26,12 @@ _REGISTRY: dict[str, str] = {
 }
 
 
+class SkipCase(Exception):
+    """Raised by a runner for a case it cannot run in this environment for a reason that is no
+    fault of the code under test (a pinned reference package not installed): the outcome is
+    skip, with this message, not error."""
+
+
 @dataclass
 class LoadRequest:
     model_dir: str

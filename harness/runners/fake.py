@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.runners import LoadRequest
+from harness.runners import LoadRequest, SkipCase
 from harness.runners.serve_decode import ServerTimeout
 
 
@@ -53,6 +53,8 @@ class FakeRunner:
             time.sleep(3600)
         if b == "raise":
             raise ValueError("fake runner raised on purpose")
+        if b == "skip":  # what a recipe whose pinned package is missing raises
+            raise SkipCase("fake runner cannot run this case here")
         dim = int(self.opts.get("dim", 8))
         outs = []
         for it in items:

@@ -289,6 +289,8 @@ class ServeRunner:
     def _run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
         from harness.runners.options import run_expecting_refusal, run_with_options
 
+        if options.get("instruction"):  # GritLM-style: the server finds it in the token ids
+            items = [str(options["instruction"]) + it for it in items]
         # (input index, item): messages name the item as the case numbers it, whatever the send
         # order
         numbered = [

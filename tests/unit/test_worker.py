@@ -51,6 +51,15 @@ def test_raise_is_reported_and_worker_keeps_serving(worker, tmp_path):
     assert worker.starts == 1
 
 
+def test_a_case_the_runner_cannot_run_here_is_answered_as_a_skip(worker, tmp_path):
+    """SkipCase (a pinned reference package not installed) is told apart from a failure."""
+    _load(worker)
+    ans = _run(worker, tmp_path, behaviour="skip")
+    assert not ans["ok"] and ans["skip"] is True
+    assert ans["error"] == "SkipCase: fake runner cannot run this case here"
+    assert _run(worker, tmp_path, behaviour="raise")["skip"] is False
+
+
 def test_failed_load_is_reported(worker):
     ans = _load(worker, behaviour="fail-load")
     assert not ans["ok"] and "engine refused to start" in ans["error"]

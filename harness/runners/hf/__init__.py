@@ -33,6 +33,7 @@ _SIDED: set[str] = set()  # recipes that implement a case's `truncation_side`
 _PADDED: set[str] = set()  # recipes that pad texts to max_length (a case's `padding`)
 _CAPPED: set[str] = set()  # recipes that implement `max_tokens_per_query` / `max_tokens_per_doc`
 _ACTIVATED: set[str] = set()  # recipes that implement a case's `use_activation` (on and off)
+_INSTRUCTED: set[str] = set()  # recipes that take a case's `instruction` apart from its texts
 TEXT_CAPS = ("max_tokens_per_query", "max_tokens_per_doc")
 LAZY = {
     "RECIPES": _RECIPES,
@@ -50,6 +51,7 @@ def recipe(
     padding: bool = False,
     text_caps: bool = False,
     activation: bool = False,
+    instruction: bool = False,
 ) -> Callable[[Recipe], Recipe]:
     """Register a reference recipe. Bump `version` whenever what it computes changes: goldens
     record it and are refused when it differs. `default_for` names what runs it when a case
@@ -59,7 +61,9 @@ def recipe(
     case naming it on another recipe is refused, never silently ignored). `padding`: the recipe
     pads texts to max_length (a case's `padding: max_length`; refused on any other recipe);
     `text_caps` likewise for max_tokens_per_query / max_tokens_per_doc; `activation` likewise for
-    `use_activation` (the recipe computes its output with its post-processing on and off)."""
+    `use_activation` (the recipe computes its output with its post-processing on and off);
+    `instruction` likewise for a case's `instruction` (given to the recipe apart from the texts,
+    which vLLM is sent prefixed with it)."""
 
     def deco(fn: Recipe) -> Recipe:
         where = f"{fn.__module__}.{fn.__qualname__}"
@@ -91,6 +95,8 @@ def recipe(
             _CAPPED.add(name)
         if activation:
             _ACTIVATED.add(name)
+        if instruction:
+            _INSTRUCTED.add(name)
         return fn
 
     return deco
@@ -282,6 +288,12 @@ class HFRunner:
             raise ValueError(
                 f"reference recipe {name!r} does not implement use_activation; recipes that "
                 f"do: {sorted(_ACTIVATED)}"
+            )
+        if options.get("instruction") and name not in _INSTRUCTED:
+            raise ValueError(
+                f"reference recipe {name!r} does not implement instruction (a GritLM-style "
+                f"prefix it must leave out of the pooling); recipes that do: "
+                f"{sorted(_INSTRUCTED)}"
             )
         if options.get("chat"):
             items = self.render_chat(items, options["chat"])

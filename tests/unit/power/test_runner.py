@@ -183,7 +183,9 @@ with open(ARGV_LOG, "a") as f:
 def opt(name):
     return argv[argv.index(name) + 1]
 if argv[0] == "select":
-    print(json.dumps({"rows": [{"case": "x", "runner": "vllm-v1"}, {"case": "x", "runner": "hf"}]}))
+    import os
+    default = {"rows": [{"case": "x", "runner": "vllm-v1"}, {"case": "x", "runner": "hf"}]}
+    print(os.environ.get("FAKE_SELECT") or json.dumps(default))
 elif argv[0] == "golden":
     import os
     mode = os.environ.get("FAKE_GOLDEN", "records")
@@ -359,3 +361,50 @@ def test_declared_picks_the_mutations_written_for_a_matrix():
     assert declared_for([ext, anywhere], "matrices/pooling.yaml") == []
     assert main(["--declared", "-m", "matrices/pooling.yaml", "--list"]) == 2
     assert main(["--declared", "-m", "matrices/extended.yaml", "--list"]) == 0
+
+
+def test_a_mutation_of_other_releases_is_not_applicable_before_anything_runs(tmp_path, monkeypatch):
+    """The version `parity select` reports is checked against TARGETS before the reference is
+    recorded: a mutation of vLLM 0.28 (its module gone later) records and runs nothing on 0.32."""
+    import json
+    from dataclasses import replace
+
+    from harness.power.runner import run_power
+
+    python, log = _fake_python(tmp_path)
+    rows = [{"case": "x", "runner": "vllm-v1"}, {"case": "x", "runner": "hf"}]
+    monkeypatch.setenv("FAKE_SELECT", json.dumps({"vllm_version": "0.32.0", "rows": rows}))
+    old = replace(MUT, targets=">=0.28,<0.29")
+    (o,) = run_power([old], "matrices/pooling.yaml", tmp_path / "p", python=python, say=print)
+    assert o.status == "not applicable" and o.reason == "vLLM 0.32.0 outside TARGETS '>=0.28,<0.29'"
+    assert [json.loads(line)[0] for line in log.read_text().splitlines()] == ["select"]
+    assert o.status not in report.FAILING
+
+
+def test_a_mutation_whose_cases_all_skip_on_this_release_records_no_reference(
+    tmp_path, monkeypatch
+):
+    """Rows `parity select` marks as skipped (their case's vllm_releases exclude this vLLM) are
+    left out before the reference is recorded; when none is left, the mutation is not applicable
+    (recording a reference of cases that cannot run would record nothing, an error)."""
+    import json
+
+    from harness.power.runner import run_power
+
+    python, log = _fake_python(tmp_path)
+    why = "vLLM 0.32.0 is outside vllm_releases '<0.29': gone"
+    rows = [{"case": "x", "runner": r, "skip": why} for r in ("hf", "vllm-v1")]
+    monkeypatch.setenv("FAKE_SELECT", json.dumps({"vllm_version": "0.32.0", "rows": rows}))
+    (o,) = run_power([MUT], "matrices/pooling.yaml", tmp_path / "p", python=python, say=print)
+    assert o.status == "not applicable" and not o.rows
+    assert o.reason == f"every case it selects is skipped on this vLLM (x: {why})"
+    assert [json.loads(line)[0] for line in log.read_text().splitlines()] == ["select"]
+    # a skipped case beside a runnable one: only the runnable one is recorded and run
+    log.unlink()
+    rows.append({"case": "y", "runner": "vllm-v1"})
+    monkeypatch.setenv("FAKE_SELECT", json.dumps({"vllm_version": "0.32.0", "rows": rows}))
+    (o,) = run_power([MUT], "matrices/pooling.yaml", tmp_path / "q", python=python, say=print)
+    assert o.rows == [("y", "vllm-v1")]
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    golden = calls[1]
+    assert golden[golden.index("-k") + 1 : golden.index("--golden-dir")] == ["y"]

@@ -1,0 +1,147 @@
+"""Release gating: a case whose `vllm_releases` exclude the vLLM under test is a skip, with its
+reason, before any model is built or engine started; `parity select` says which."""
+
+from pathlib import Path
+
+import pytest
+
+from harness.models.resolve import ResolvedModel
+from harness.run import plan as plan_mod
+from harness.run.plan import ModelProblem, build_plan
+from harness.runners.platform import Platform
+from tests.unit.test_compare import make_case
+
+GATE = {"specifier": "<0.29", "reason": "vLLM removed GritLM after 0.28.0 (vllm#53608)"}
+
+
+@pytest.mark.parametrize(
+    "version, runs",
+    [
+        ("0.28.0", True),
+        ("0.28.0+cpu", True),  # a local label is not part of the release
+        ("0.28.1", True),
+        ("0.29.0", False),
+        ("0.29.0.dev12+g1234abc", False),  # a checkout past 0.28 has no GritLM either
+        ("0.32.0", False),
+        (None, True),  # unknown: nothing to decide on; the runners say what they find
+        ("not a version", True),
+    ],
+)
+def test_a_case_runs_only_on_the_releases_it_names(version, runs):
+    case = make_case(vllm_releases=GATE)
+    why = case.vllm_releases.skip_reason(version)
+    assert (why is None) is runs
+    if not runs:
+        assert why == (
+            f"vLLM {version} is outside vllm_releases '<0.29': vLLM removed GritLM after 0.28.0 "
+            "(vllm#53608)"
+        )
+
+
+def test_a_malformed_gate_is_refused_when_the_matrix_loads():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="'0.29' is not a version specifier"):
+        make_case(vllm_releases={"specifier": "0.29", "reason": "x"})
+    with pytest.raises(ValidationError, match="reason"):
+        make_case(vllm_releases={"specifier": "<0.29"})
+
+
+def test_a_gated_case_is_planned_as_a_skip_and_its_model_never_built(monkeypatch):
+    built = []
+
+    def fake_resolve(src, base):
+        built.append(src.path)
+        return ResolvedModel(Path(src.path), f"fp-{src.path}", src.path)
+
+    monkeypatch.setattr(plan_mod, "resolve", fake_resolve)
+    gated = make_case(id="gritlm", model={"source": "local", "path": "g"}, vllm_releases=GATE)
+    other = make_case(id="bert", model={"source": "local", "path": "b"})
+    plan = build_plan([gated, other], Platform("cpu"), Path("."), vllm_version="0.32.0")
+    assert plan.models["gritlm"] == ModelProblem(
+        "skip",
+        "vLLM 0.32.0 is outside vllm_releases '<0.29': vLLM removed GritLM after 0.28.0 "
+        "(vllm#53608)",
+    )
+    assert built == ["b"]
+    assert [c.id for load in plan.queues["vllm-v1"] for c in load.cases] == ["bert"]
+    assert [c.id for load in plan.queues["hf"] for c in load.cases] == ["bert"]
+    # on the release that has the model it is planned like any other case
+    built.clear()
+    plan = build_plan([gated, other], Platform("cpu"), Path("."), vllm_version="0.28.0+cpu")
+    assert sorted(built) == ["b", "g"] and plan.models["gritlm"].fingerprint == "fp-g"
+
+
+def test_the_default_is_the_vllm_under_test(monkeypatch):
+    monkeypatch.setattr(plan_mod, "resolve", lambda src, base: pytest.fail("built"))
+    monkeypatch.setattr(plan_mod, "vllm_version_under_test", lambda: "0.31.0")
+    gated = make_case(id="gritlm", vllm_releases=GATE)
+    plan = build_plan([gated], Platform("cpu"), Path("."))
+    assert plan.models["gritlm"].reason.startswith("vLLM 0.31.0 is outside")
+
+
+def test_every_runner_of_a_gated_case_records_the_skip_and_none_starts(tmp_path):
+    """The executor turns the plan's skip into each runner's outcome; no worker is started."""
+    from harness.run.execute import Executor
+
+    gated = make_case(id="gritlm", runners=["hf", "vllm-v1", "vllm-v2"], vllm_releases=GATE)
+    plan = build_plan([gated], Platform("cpu"), Path("."), vllm_version="0.32.0")
+    ex = Executor(plan, tmp_path)
+    outcomes = ex.run()
+    assert {k: o.status for k, o in outcomes.items()} == {
+        ("gritlm", "hf"): "skip",
+        ("gritlm", "vllm-v1"): "skip",
+        ("gritlm", "vllm-v2"): "skip",
+    }
+    assert all("outside vllm_releases '<0.29'" in o.reason for o in outcomes.values())
+    assert ex.workers == []
+
+
+def test_select_names_the_selected_cases_a_release_skips(write_matrix, monkeypatch, tmp_path):
+    from harness.run.matrices import load_matrix
+    from harness.select import rows as rows_mod
+    from harness.select.rows import select, to_text
+    from harness.select.vllm_source import VllmSource
+
+    path = write_matrix(
+        """
+defaults:
+  runners: [hf, vllm-v1]
+  tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}
+cases:
+  - id: old-only
+    task: embed
+    family: f
+    inputs: short-texts
+    model: {source: synthetic, arch: BertModel, seed: 0}
+    vllm_releases: {specifier: "<0.29", reason: "gone after 0.28"}
+  - id: always
+    task: embed
+    family: f
+    inputs: short-texts
+    model: {source: synthetic, arch: BertModel, seed: 1}
+families: {f: {}}
+"""
+    )
+    from tests.unit.test_select import FAKE_VLLM
+
+    for rel, text in FAKE_VLLM.items():
+        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / rel).write_text(text)
+    source = VllmSource(tmp_path / "src")
+    matrix = load_matrix(path)
+    monkeypatch.setattr(rows_mod, "_version_under_test", lambda: "0.32.0")
+    sel = select(matrix, matrix.cases, ["csrc/x.cpp"], "vllm", source)
+    assert sel.vllm_version == "0.32.0"
+    assert sel.skipped == {
+        "old-only": "vLLM 0.32.0 is outside vllm_releases '<0.29': gone after 0.28"
+    }
+    rows = sel.to_json()["rows"]
+    assert {(r["case"], r.get("skip")) for r in rows} == {
+        ("old-only", sel.skipped["old-only"]),
+        ("always", None),
+    }
+    assert sel.to_json()["vllm_version"] == "0.32.0"
+    assert "skipped: old-only: vLLM 0.32.0 is outside" in to_text(sel)
+    monkeypatch.setattr(rows_mod, "_version_under_test", lambda: "0.28.0")
+    assert not select(matrix, matrix.cases, ["csrc/x.cpp"], "vllm", source).skipped

@@ -74,6 +74,7 @@ ADDED = {
     "pylate-colbert-maxsim": 1,
     "colqwen3-token-embed": 1,  # colpali-engine's ColQwen3
     "colqwen3-maxsim": 1,
+    "gritlm-embed": 1,  # the gritlm package's GritLM.encode(instruction=...)
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {
@@ -81,6 +82,7 @@ ADDED_BY_ARCH = {
     ("Qwen2VLForConditionalGeneration", "embed"): "qwen2-vl-last-embed",
     ("ColQwen3", "token_embed"): "colqwen3-token-embed",
     ("ColQwen3", "score"): "colqwen3-maxsim",
+    ("GritLM", "embed"): "gritlm-embed",
 }
 
 

@@ -41,6 +41,7 @@ ADDED = {
     "nomic_bert": {"NomicBertModel"},  # rotary encoders (vLLM bert_with_rope)
     "gte": {"GteModel"},
     "qwen3-vl": {"ColQwen3"},  # ColQwen3 late interaction on Qwen3-VL
+    "gritlm": {"GritLM"},  # a Mistral under vLLM 0.28's GritLM architecture name
 }
 NOW = {k: BEFORE.get(k, set()) | ADDED.get(k, set()) for k in {*BEFORE, *ADDED}}
 

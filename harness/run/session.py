@@ -337,7 +337,8 @@ def warm_vllm_model_info(plan: Plan, progress: Progress | None = None) -> dict:
     archs.add(TRANSFORMERS_BACKEND)
     info = warm(archs, plan.platform.worker_env(loads[0].runner))
     if progress is not None and "skipped" not in info:
-        said = f"vLLM inspected {len(info.get('inspected', []))} model classes in one process"
+        classes = [a for a in info.get("inspected", []) if a != TRANSFORMERS_BACKEND]  # type: ignore
+        said = f"vLLM inspected {len(classes)} model classes in one process"
         said += f" ({info.get('seconds', '?')} s)"
         if info.get("not_inspected") or info.get("error"):
             left = info.get("error") or ", ".join(sorted(info["not_inspected"]))  # type: ignore

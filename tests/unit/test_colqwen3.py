@@ -98,25 +98,24 @@ def test_head_options_on_a_family_that_writes_no_head_are_refused(tmp_path):
         build(spec, tmp_path / "m")
 
 
-def test_a_missing_or_other_colpali_engine_is_a_reason_with_its_install_command(monkeypatch):
+def test_a_missing_or_other_colpali_engine_is_a_skip_with_its_install_command(monkeypatch):
     from importlib import metadata
 
+    from harness.runners import SkipCase
     from harness.runners.hf import colqwen3
 
     def version(name, have):
+        assert name == "colpali-engine"
         if have is None:
             raise metadata.PackageNotFoundError(name)
         return have
 
     monkeypatch.setattr(metadata, "version", lambda n: version(n, None))
-    assert colqwen3.colpali_engine_problem() == (
-        "colpali-engine==0.3.18 is not installed in this environment "
-        "(pip install --no-deps colpali-engine==0.3.18)"
-    )
+    with pytest.raises(SkipCase, match=r"pip install --no-deps colpali-engine==0\.3\.18"):
+        colqwen3._colqwen3_encoder(None)
     monkeypatch.setattr(metadata, "version", lambda n: version(n, "0.3.17"))
-    assert "it has 0.3.17" in colqwen3.colpali_engine_problem()
-    monkeypatch.setattr(metadata, "version", lambda n: version(n, "0.3.18"))
-    assert colqwen3.colpali_engine_problem() is None
+    with pytest.raises(SkipCase, match="colpali-engine is 0.3.17 here"):
+        colqwen3._colqwen3_encoder(None)
 
 
 def test_the_reference_zeroes_a_missing_projection_bias_and_refuses_other_gaps():

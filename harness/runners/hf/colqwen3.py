@@ -10,23 +10,6 @@ import numpy as np
 
 from harness.runners.hf import HFRunner, once_per_item, recipe
 
-COLPALI_ENGINE = "colpali-engine==0.3.18"  # the version whose ColQwen3 this reference is
-INSTALL = f"pip install --no-deps {COLPALI_ENGINE}"
-
-
-def colpali_engine_problem() -> str | None:
-    """Why the pinned colpali-engine cannot be the reference here, or None when it can."""
-    from importlib import metadata
-
-    want = COLPALI_ENGINE.split("==")[1]
-    try:
-        have = metadata.version("colpali-engine")
-    except metadata.PackageNotFoundError:
-        return f"{COLPALI_ENGINE} is not installed in this environment ({INSTALL})"
-    if have != want:
-        return f"{COLPALI_ENGINE} is not installed in this environment: it has {have} ({INSTALL})"
-    return None
-
 
 def checked_load(model, info: dict):
     """The loaded ColQwen3, every weight from the checkpoint. One exception: a checkpoint whose
@@ -57,10 +40,12 @@ def _colqwen3_encoder(runner: HFRunner):
     (it is what vLLM is sent), else the item is refused."""
     import torch
 
+    from harness.engine.env import no_deps_pin
     from harness.matrix.images import image, is_image
+    from harness.runners.hf.packages import pinned_package
 
-    if problem := colpali_engine_problem():
-        raise RuntimeError(problem)
+    # the pinned colpali-engine or a skip naming the pip command (NO_DEPS_REFERENCES)
+    pinned_package("colpali-engine", no_deps_pin("colpali-engine"), "colpali_engine")
     from colpali_engine.models import ColQwen3, ColQwen3Processor
 
     assert runner.req is not None

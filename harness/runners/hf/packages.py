@@ -12,9 +12,10 @@ from types import ModuleType
 from harness.runners import SkipCase
 
 
-def pinned_package(name: str, version: str) -> ModuleType:
-    """`import name` when the installed distribution `name` is exactly `version`; else a skip
-    (SkipCase) naming what is installed and the pip command that installs the pin."""
+def pinned_package(name: str, version: str, module: str | None = None) -> ModuleType:
+    """`import module` (default: `name`) when the installed distribution `name` is exactly
+    `version`; else a skip (SkipCase) naming what is installed and the pip command that installs
+    the pin."""
     fix = f"pip install --no-deps {name}=={version}"
     try:
         installed = importlib.metadata.version(name)
@@ -28,4 +29,4 @@ def pinned_package(name: str, version: str) -> ModuleType:
             f"the reference package {name} is {installed} here, the reference is pinned to "
             f"{version} ({fix})"
         )
-    return importlib.import_module(name)
+    return importlib.import_module(module or name)

@@ -17,6 +17,7 @@ and vLLM's cache file of each) lets a warm machine skip the process without impo
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -83,6 +84,27 @@ def case_archs(model_dir: Path, engine: Mapping) -> list[str]:
     return [*archs, *extra]
 
 
+def _stamp(folder: Path, key: str, files: dict[str, str]) -> str | None:
+    """Add what was inspected to the stamp; None, or why it could not be written (a cache folder
+    vLLM could not create, a read-only one): the next run then inspects again, nothing worse."""
+    try:
+        stamp = json.loads((folder / STAMP).read_text())
+    except (OSError, ValueError):
+        stamp = {}
+    if not isinstance(stamp, dict) or not isinstance(stamp.get(key, {}), dict):
+        stamp = {}
+    stamp.setdefault(key, {}).update(files)
+    tmp = folder / f"{STAMP}.{os.getpid()}"
+    try:
+        tmp.write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, folder / STAMP)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
 def warm(
     archs: Iterable[str], env: Mapping[str, str | None], timeout: float = 300
 ) -> dict[str, object]:
@@ -109,16 +131,9 @@ def warm(
     except (subprocess.TimeoutExpired, OSError, ValueError) as e:
         return {"error": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
     files = {x["arch"]: x["file"] for x in lines if x.get("file")}
-    if files:
-        try:
-            stamp = json.loads((folder / STAMP).read_text())
-        except (OSError, ValueError):
-            stamp = {}
-        stamp.setdefault(key, {}).update(files)
-        tmp = folder / f"{STAMP}.{os.getpid()}"
-        tmp.write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, folder / STAMP)
+    stamped = _stamp(folder, key, files) if files else None
     return {
+        **({"stamp_not_written": stamped} if stamped else {}),
         "inspected": sorted(files),
         "not_inspected": {x["arch"]: x["error"] for x in lines if x.get("error")},
         "seconds": round(time.perf_counter() - t0, 1),

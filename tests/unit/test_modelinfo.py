@@ -131,3 +131,26 @@ def test_an_unregistered_architecture_name_is_mapped_by_vllms_own_rule():
     assert modelinfo._normalized(Registry(), "Qwen3ForCausalLM") == "Qwen3ForCausalLM"
     assert modelinfo._normalized(Registry(), "Qwen3Model") == "Qwen3ForCausalLM"
     assert asked == [("Qwen3Model", None, None)]  # as vLLM resolves a model given no runner
+
+
+def test_a_stamp_that_cannot_be_written_or_read_is_no_error(tmp_path, monkeypatch):
+    # vLLM only logs a cache it cannot write: the folder may not exist, or be read-only
+    monkeypatch.setattr(modelinfo, "vllm_key", lambda: "v")
+
+    def fake_run(cmd, **kw):
+        out = '{"arch": "BertModel", "file": "m-BertEmbeddingModel.json"}\n'
+        return subprocess.CompletedProcess(cmd, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(modelinfo.subprocess, "run", fake_run)
+    info = modelinfo.warm({"BertModel"}, {"VLLM_CACHE_ROOT": str(tmp_path / "never-made")})
+    assert info["inspected"] == ["BertModel"]
+    assert info["stamp_not_written"].startswith("FileNotFoundError")
+    # a stamp holding something else than this module writes is started again
+    folder = tmp_path / "modelinfos"
+    folder.mkdir()
+    (folder / modelinfo.STAMP).write_text('["not", "a", "mapping"]')
+    info = modelinfo.warm({"BertModel"}, {"VLLM_CACHE_ROOT": str(tmp_path)})
+    assert "stamp_not_written" not in info
+    assert json.loads((folder / modelinfo.STAMP).read_text()) == {
+        "v": {"BertModel": "m-BertEmbeddingModel.json"}
+    }

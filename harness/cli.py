@@ -24,6 +24,7 @@ from harness.matrix.schema import MatrixError
 from harness.report.markdown import metrics_cell
 from harness.report.model import ORDER, Report, read_json
 from harness.report.write import write_all
+from harness.run import interrupt
 from harness.run.execute import Timeouts
 from harness.run.matrices import load_matrix
 from harness.run.progress import progress_reporter
@@ -758,7 +759,11 @@ def main(argv: list[str] | None = None) -> int:
         return power_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with interrupt.handling():  # SIGINT/SIGTERM: stop every process, keep what was obtained
+            return args.func(args)
+    except KeyboardInterrupt:  # before any result (reading the matrix): nothing to report
+        err.print("[bold red]interrupted[/]: nothing ran, no report")
+        return 130
     except MatrixError as e:
         err.print(f"[bold red]matrix error[/]\n{e}", highlight=False)
         return 2

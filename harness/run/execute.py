@@ -17,6 +17,7 @@ from harness.matrix.runner_names import runner_info
 from harness.matrix.schema import Case
 from harness.run.plan import Load, ModelProblem, Plan
 from harness.runners import LoadRequest
+from harness.runners import pool as worker_pool
 from harness.runners.memory import resource_hint
 from harness.runners.pool import Worker, WorkerFailure, WorkerTimeout
 
@@ -123,12 +124,18 @@ class Executor:
                     while not f.done():
                         time.sleep(0.2)
                     f.result()
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # or a signal (harness.run.interrupt): stop, keep results
                 self.stop.set()
-                for w in list(self.workers):
-                    w.kill()
+                # signals only, from this thread: each lane sees its worker end and closes it
+                worker_pool.stop_all()
                 raise
         return self.outcomes
+
+    def complete(self) -> bool:
+        """Every outcome the plan asked for is in (a signal while workers wind down loses none)."""
+        wanted = {(c.id, ld.name) for q in self.plan.queues.values() for ld in q for c in ld.cases}
+        with self._lock:
+            return wanted <= self.outcomes.keys()
 
     def _next_load(self, last: str | None, slot: int = 0) -> Load | None:
         """Keep a slot on its runner while that runner has loads (no new process). Otherwise take
@@ -154,7 +161,7 @@ class Executor:
         workers: dict[str, Worker] = {}
         last: str | None = None
         try:
-            while not self.stop.is_set():
+            while not self.stopping():
                 load = self._next_load(last, slot)
                 if load is None:
                     break
@@ -236,10 +243,14 @@ class Executor:
             "worker_pid": worker.proc.pid if worker.proc else None,
         }, LoadProblem("", "")
 
+    def stopping(self) -> bool:
+        """The run is being stopped: what fails now was stopped, not run (no outcome)."""
+        return self.stop.is_set() or worker_pool.stopping()
+
     def _run_load(self, worker: Worker, load: Load) -> None:
         info, problem = self._load_model(worker, load)
         for i, case in enumerate(load.cases):
-            if self.stop.is_set():
+            if self.stopping():
                 return
             if info is None:
                 self._record(
@@ -257,6 +268,8 @@ class Executor:
             try:
                 ans = worker.request(msg, self.timeouts.case, f"case {case.id}")
             except WorkerFailure as e:
+                if self.stopping():
+                    return
                 self._record(
                     RunOutcome(
                         case.id,
@@ -289,6 +302,8 @@ class Executor:
                         run_seconds=ans.get("seconds"),
                     )
                 )
+            elif self.stopping():  # an engine core or server stopped under the worker
+                return
             else:
                 self._save_traceback(load.runner, ans)
                 skip = bool(ans.get("skip"))  # the runner cannot run it here (SkipCase)

@@ -18,6 +18,7 @@ from harness.matrix.runner_names import REFERENCE_RUNNER, runner_info
 from harness.matrix.schema import Case, Matrix
 from harness.matrix.tasks import task_kind
 from harness.report.model import AuditRow, MetricOut, ReferenceResult, Report, Result
+from harness.run import interrupt
 from harness.run.execute import Executor, Progress, RunOutcome, Timeouts
 from harness.run.plan import REFERENCE_FP32, ModelProblem, Plan, build_plan, needs_fp32_reference
 from harness.runners.outputs import load_items
@@ -43,11 +44,14 @@ def utc_now() -> str:
 
 
 def execute(executor: Executor) -> tuple[dict[tuple[str, str], RunOutcome], str]:
-    """(outcomes, partial reason). Ctrl-C keeps the outcomes so far and marks the report partial."""
+    """(outcomes, partial reason). Ctrl-C or SIGTERM keeps the outcomes so far and marks the
+    report partial; from then on the report is finished before a first signal stops the run."""
     try:
         return executor.run(), ""
-    except KeyboardInterrupt:
-        return executor.outcomes, "interrupted (Ctrl-C): cases not reached are reported as errors"
+    except KeyboardInterrupt as e:
+        return dict(executor.outcomes), "" if executor.complete() else interrupt.reason(e)
+    finally:
+        interrupt.finishing()
 
 
 def new_report(
@@ -368,17 +372,22 @@ def run_cases(
         raise ValueError(f"against must be 'hf' or 'golden', got {against!r}")
     started, t0 = utc_now(), time.perf_counter()
     cases = expand_checks(cases, seed=shuffle_seed)
-    plan = build_plan(
-        cases,
-        platform,
-        Path(matrix.path).parent,
-        runners=runners,
-        dtype=dtype,
-        with_reference=against == "hf",
-        one_load_per_case=naive,
-        fp32_reference=True,
-    )
-    warm_vllm_model_info(plan, progress)
+    try:
+        plan = build_plan(
+            cases,
+            platform,
+            Path(matrix.path).parent,
+            runners=runners,
+            dtype=dtype,
+            with_reference=against == "hf",
+            one_load_per_case=naive,
+            fp32_reference=True,
+        )
+        warm_vllm_model_info(plan, progress)
+    except KeyboardInterrupt as e:  # while planning (checkpoint builds): nothing ran
+        interrupt.finishing()
+        why = f"{interrupt.reason(e).split(':')[0]} while planning: no case ran"
+        return new_report(matrix, platform.device, started, time.perf_counter() - t0, why)
     t_plan = time.perf_counter()
     executor = Executor(
         plan, run_dir, timeouts=timeouts, jobs=jobs, progress=progress, fresh_worker_per_load=naive
@@ -427,9 +436,13 @@ def golden_session(
         raise ValueError(f"mode must be record, verify or update, got {mode!r}")
     started, t0 = utc_now(), time.perf_counter()
     cases = [c for c in cases if c.expect is None]  # a refusal case has no reference to record
-    plan = build_plan(
-        cases, platform, Path(matrix.path).parent, runners=[REFERENCE_RUNNER], fp32_reference=True
-    )
+    try:
+        base = Path(matrix.path).parent
+        plan = build_plan(cases, platform, base, runners=[REFERENCE_RUNNER], fp32_reference=True)
+    except KeyboardInterrupt as e:  # while planning (checkpoint builds): nothing ran
+        interrupt.finishing()
+        why = f"{interrupt.reason(e).split(':')[0]} while planning: no case ran"
+        return new_report(matrix, platform.device, started, time.perf_counter() - t0, why)
     outcomes, partial = execute(Executor(plan, run_dir, timeouts=timeouts, progress=progress))
     results = []
     for case in plan.cases:

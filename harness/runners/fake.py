@@ -2,11 +2,12 @@
 
 It goes through the same worker process and protocol as the real runners. The behaviour comes
 from the load request's engine kwargs (a matrix case's `engine:`): {"behaviour": "echo" | "crash"
-| "exit" | "oom" | "hang" | "raise" | "fail-load" | "start-timeout" | "fail-load-timeout-words" |
-"nan" | "inf" | "short", "dim": 8, "say": "text", "unload_marker": "path"}. "echo" returns a
-deterministic vector per input text; "say" is printed to the worker's log before the behaviour
-(a log that mentions anything must not change a verdict); "unload_marker" is a file unload()
-appends a line to (proof that a worker unloaded its model).
+| "exit" | "oom" | "hang" | "hang-load" | "hang-ignoring-sigterm" | "raise" | "fail-load" |
+"start-timeout" | "fail-load-timeout-words" | "nan" | "inf" | "short", "dim": 8, "say": "text",
+"unload_marker": "path"}. "echo" returns a deterministic vector per input text; "say" is printed
+to the worker's log before the behaviour (a log that mentions anything must not change a
+verdict); "unload_marker" is a file unload() appends a line to (proof that a worker unloaded its
+model). Every run prints "fake run: BEHAVIOUR" to the log first (tests wait for that line).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class FakeRunner:
         self.opts = {**req.hf, **req.engine}
         if self.opts.get("say"):
             print(self.opts["say"], file=sys.stderr, flush=True)
+        if self.opts.get("behaviour") == "hang-load":  # an engine load that never ends
+            time.sleep(3600)
         if self.opts.get("behaviour") == "fail-load":
             raise RuntimeError("engine refused to start (fake)")
         if self.opts.get("behaviour") == "start-timeout":  # what a server slow to start raises
@@ -43,6 +46,7 @@ class FakeRunner:
 
     def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
         b = options.get("behaviour", self.opts.get("behaviour", "echo"))
+        print(f"fake run: {b}", file=sys.stderr, flush=True)  # tests wait for this line
         if b == "crash":
             os.abort()
         if b == "exit":
@@ -50,6 +54,10 @@ class FakeRunner:
         if b == "oom":  # what the kernel's OOM killer does
             os.kill(os.getpid(), signal.SIGKILL)
         if b == "hang":
+            time.sleep(3600)
+        if b == "hang-ignoring-sigterm":  # only SIGKILL ends it (a worker deaf to SIGTERM)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            print("fake run: ignoring SIGTERM", file=sys.stderr, flush=True)
             time.sleep(3600)
         if b == "raise":
             raise ValueError("fake runner raised on purpose")

@@ -9,10 +9,37 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+from harness.runners.reap import stop_tree
+
 LOG_TAIL_MARK = "\n--- worker log tail ---\n"
+
+# every worker process group alive in this process, for stop_all; once stopping, none starts
+_LIVE: set[int] = set()
+_LIVE_LOCK = threading.RLock()  # re-entrant: a signal handler may run while its thread holds it
+_STOPPING = threading.Event()
+
+
+def stopping() -> bool:
+    """The run is being stopped (a signal): a worker that dies now was stopped, not failing."""
+    return _STOPPING.is_set()
+
+
+def stop_all(grace: float | None = None) -> None:
+    """Stop every worker (its whole process group: servers, engine cores) and every other
+    process this one started; from now on no worker starts. Idempotent."""
+    with _LIVE_LOCK:
+        _STOPPING.set()
+        groups = list(_LIVE)
+    stop_tree(groups, grace)
+
+
+def resume() -> None:
+    """After a stopped run (stop_all), in a process that goes on: workers may start again."""
+    _STOPPING.clear()
 
 
 class WorkerFailure(Exception):
@@ -22,6 +49,10 @@ class WorkerFailure(Exception):
     def summary(self) -> str:
         """The failure itself, without the log tail (a log may mention anything)."""
         return str(self).split(LOG_TAIL_MARK, 1)[0]
+
+
+class WorkerStopped(WorkerFailure):
+    """The run is being stopped (stop_all): this worker was stopped or not started."""
 
 
 class WorkerTimeout(WorkerFailure):
@@ -98,15 +129,23 @@ class Worker:
         log.write(f"\n===== start {self.runner} at {time.strftime('%H:%M:%S')} =====\n".encode())
         log.flush()
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.runners.worker", self.runner, "--reply-fd", str(w)],
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                pass_fds=(w,),
-                start_new_session=True,
-            )
+            with _LIVE_LOCK:  # stop_all either sees this group or this start sees it stopping
+                if _STOPPING.is_set():
+                    os.close(r)
+                    raise WorkerStopped(f"{self.runner} worker not started: the run is stopping")
+                self.proc = subprocess.Popen(
+                    [
+                        *(sys.executable, "-m", "harness.runners.worker", self.runner),
+                        *("--reply-fd", str(w)),
+                    ],
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    pass_fds=(w,),
+                    start_new_session=True,  # its own group: stop_all and kill reach its children
+                )
+                _LIVE.add(self.proc.pid)
         finally:
             os.close(w)
             log.close()
@@ -137,6 +176,8 @@ class Worker:
                 chunk = os.read(self._reply.fileno(), 65536)
                 if not chunk:
                     code = self.proc.wait(timeout=30)
+                    if _STOPPING.is_set():
+                        raise WorkerStopped(f"{self.runner} worker stopped during {what}")
                     raise WorkerFailure(
                         f"{self.runner} worker died during {what} ({describe_exit(code)})."
                         f"{LOG_TAIL_MARK}{log_tail(self.log_path)}"
@@ -159,11 +200,19 @@ class Worker:
         return self._read(timeout, what)
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """Kill the worker's whole process group, even when the worker itself is already dead: a
+        server it started may still be running in it."""
+        if self.proc is not None:
+            with _LIVE_LOCK:
+                mine = self.proc.pid in _LIVE
+                _LIVE.discard(self.proc.pid)
+            if mine:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if self.proc.poll() is None:
+                self.proc.kill()
             self.proc.wait()
         self._close()
 

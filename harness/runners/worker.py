@@ -21,6 +21,7 @@ import traceback
 from harness.runners import LoadRequest, SkipCase, create
 from harness.runners.engine_trace import summarize
 from harness.runners.outputs import save_items
+from harness.runners.reap import watch_parent
 
 
 def _serve(runner_name: str, reply) -> None:
@@ -177,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runner")
     ap.add_argument("--reply-fd", type=int, required=True)
     args = ap.parse_args(argv)
+    watch_parent()  # a harness killed outright (SIGKILL) must not leave this worker running
     out = os.fdopen(args.reply_fd, "w", buffering=1)
 
     def reply(obj: dict) -> None:

@@ -26,7 +26,8 @@ from tests.conftest import ROOT
 
 DATA = Path(__file__).parent / "data"
 MARK = "PARITY_SIGNAL_TEST"
-HANG_GUARD = 120.0  # seconds: only so that a hang fails the test instead of blocking the suite
+HANG_GUARD = 120.0  # seconds from a signal to exit: only so that a hang fails the test
+STAGE_GUARD = 900.0  # seconds to reach a stage (a loaded machine starts a server slowly)
 FAULTS = """
 defaults: {runners: [hf, fake], task: embed, inputs: short-texts, family: faults}
 families:
@@ -103,13 +104,13 @@ class Run:
 
     def wait_for(self, what: str, event) -> None:
         """Until `event()` is true (the stage is reached); fails if the run ends first."""
-        deadline = time.monotonic() + HANG_GUARD
+        deadline = time.monotonic() + STAGE_GUARD
         while not event():
             if self.proc.poll() is not None:
                 pytest.fail(f"the run ended before {what}:\n{self.output()[-3000:]}")
             if time.monotonic() > deadline:
                 self.cleanup()
-                pytest.fail(f"{what} not reached in {HANG_GUARD:.0f} s:\n{self.output()[-3000:]}")
+                pytest.fail(f"{what} not reached in {STAGE_GUARD:.0f} s:\n{self.output()[-3000:]}")
             time.sleep(0.1)
 
     def signal(self, stage: str, *sigs: int) -> float:
@@ -165,13 +166,18 @@ def fault_run(tmp: Path, behaviour: str, env: dict[str, str] | None = None, seed
     return Run([*args, "--case-timeout", "600", "--load-timeout", "600"], tmp, env)
 
 
-def assert_partial(run: Run, signame: str, kept: int) -> dict:
+def assert_partial(run: Run, signame: str, kept: int | None) -> dict:
     """Exit 1 with a partial report naming the signal; `kept` results obtained before it kept."""
     assert run.proc.returncode == 1, run.output()[-3000:]
     report = run.report()
     assert report["partial"] and signame in report["partial_reason"], report["partial_reason"]
     obtained = [r for r in report["results"] if r["output"]]  # the runner's outputs, kept
-    assert len(obtained) == kept, [(r["case_id"], r["status"], r["reason"]) for r in obtained]
+    if kept is not None:
+        assert len(obtained) == kept, [(r["case_id"], r["status"], r["reason"]) for r in obtained]
+    # every output a runner wrote before the signal is in the report
+    named = {r["output"] for r in report["results"] + report.get("references", []) if r["output"]}
+    on_disk = {str(p) for p in (run.tmp / "out" / "outputs").glob("*/*.safetensors")}
+    assert on_disk <= named, on_disk - named
     return report
 
 
@@ -249,4 +255,35 @@ def test_report_writing_finishes_the_report(tmp_path, sig):
     report = run.report()
     assert not report["partial"] and len(report["results"]) == 2, report
     assert run.proc.returncode == 1, run.output()[-3000:]
+    run.assert_nothing_left()
+
+
+def serve_run(tmp: Path) -> Run:
+    args = ["run", "-m", str(DATA / "serve-faults.yaml"), "-k", "srv-embed"]
+    args += ["--runners", "vllm-serve-v1", "--jobs", "1", "--out", str(tmp / "out")]
+    return Run(args, tmp)
+
+
+def server_log_has(run: Run, text: str) -> bool:
+    for path in run.tmp.glob("parity-serve-*/server.log"):  # TMPDIR is the test's folder
+        if text in path.read_text(errors="replace"):
+            return True
+    return False
+
+
+def test_a_vllm_serve_start(tmp_path):
+    # the issue's case: SIGTERM while the server starts left 5 processes (worker, API server,
+    # engine core, two resource trackers)
+    run = serve_run(tmp_path)
+    run.wait_for("the engine core's start", lambda: server_log_has(run, "(EngineCore pid="))
+    run.signal("a vllm serve start", signal.SIGTERM)
+    assert_partial(run, "SIGTERM", kept=None)
+    run.assert_nothing_left()
+
+
+def test_a_served_request(tmp_path):
+    run = serve_run(tmp_path)
+    run.wait_for("a served request", lambda: server_log_has(run, '"POST /v1/embeddings'))
+    run.signal("a served request", signal.SIGINT)
+    assert_partial(run, "SIGINT", kept=None)
     run.assert_nothing_left()

@@ -10,6 +10,7 @@ their helpers): none may remain once the run has exited.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -286,4 +287,23 @@ def test_a_served_request(tmp_path):
     run.wait_for("a served request", lambda: server_log_has(run, '"POST /v1/embeddings'))
     run.signal("a served request", signal.SIGINT)
     assert_partial(run, "SIGINT", kept=None)
+    run.assert_nothing_left()
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_golden_writes_finish_the_goldens(tmp_path, sig):
+    golden = tmp_path / "golden"
+    matrix = tmp_path / "faults.yaml"
+    matrix.write_text(FAULTS.replace("BEHAVIOUR", "echo").replace("SEED", "0"))
+    args = ["golden", "record", "-m", str(matrix), "--golden-dir", str(golden)]
+    run = Run([*args, "--out", str(tmp_path / "out")], tmp_path)
+    run.wait_for("the last reference", lambda: "[2/2]" in run.output())
+    run.signal("golden writes and report writing", sig)
+    # every reference was in: each golden is written whole (its manifest names its arrays)
+    report = run.report()
+    assert not report["partial"] and len(report["results"]) == 2, report
+    for case in ("a-echo", "b-stage"):
+        manifest = json.loads((golden / case / "manifest.json").read_text())
+        arrays = (golden / case / manifest["arrays"]).read_bytes()
+        assert hashlib.sha256(arrays).hexdigest() == manifest["arrays_sha256"], case
     run.assert_nothing_left()

@@ -307,3 +307,13 @@ def test_golden_writes_finish_the_goldens(tmp_path, sig):
         arrays = (golden / case / manifest["arrays"]).read_bytes()
         assert hashlib.sha256(arrays).hexdigest() == manifest["arrays_sha256"], case
     run.assert_nothing_left()
+
+
+def test_a_vllm_engine_load(tmp_path):
+    # a real engine, in its worker process (and whatever vLLM starts beside it)
+    args = ["run", "-m", "matrices/ci.yaml", "-k", "bert-tiny-mean-embed", "-r", "vllm-v1"]
+    run = Run([*args, "--jobs", "1", "--out", str(tmp_path / "out")], tmp_path)
+    run.wait_for("vLLM's engine load", lambda: run.log_has("Resolved architecture", "logs/vllm*"))
+    run.signal("a vLLM engine load", signal.SIGTERM)
+    assert_partial(run, "SIGTERM", kept=None)
+    run.assert_nothing_left()

@@ -39,6 +39,13 @@ def reason(exc: BaseException) -> str:
     return f"interrupted ({how}): cases not reached are reported as errors"
 
 
+def while_planning(exc: BaseException) -> str:
+    """A signal while planning (checkpoint builds): the partial report's reason; from now on the
+    report is finished first."""
+    finishing()
+    return f"{reason(exc).split(':')[0]} while planning: no case ran"
+
+
 def _say(text: str) -> None:
     try:  # os.write: a handler may run while this thread is inside a print
         os.write(2, f"parity: {text}\n".encode())

@@ -384,9 +384,8 @@ def run_cases(
             fp32_reference=True,
         )
         warm_vllm_model_info(plan, progress)
-    except KeyboardInterrupt as e:  # while planning (checkpoint builds): nothing ran
-        interrupt.finishing()
-        why = f"{interrupt.reason(e).split(':')[0]} while planning: no case ran"
+    except KeyboardInterrupt as e:  # nothing ran: a partial report that says so
+        why = interrupt.while_planning(e)
         return new_report(matrix, platform.device, started, time.perf_counter() - t0, why)
     t_plan = time.perf_counter()
     executor = Executor(
@@ -439,9 +438,8 @@ def golden_session(
     try:
         base = Path(matrix.path).parent
         plan = build_plan(cases, platform, base, runners=[REFERENCE_RUNNER], fp32_reference=True)
-    except KeyboardInterrupt as e:  # while planning (checkpoint builds): nothing ran
-        interrupt.finishing()
-        why = f"{interrupt.reason(e).split(':')[0]} while planning: no case ran"
+    except KeyboardInterrupt as e:  # nothing ran: a partial report that says so
+        why = interrupt.while_planning(e)
         return new_report(matrix, platform.device, started, time.perf_counter() - t0, why)
     outcomes, partial = execute(Executor(plan, run_dir, timeouts=timeouts, progress=progress))
     results = []

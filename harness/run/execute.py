@@ -372,3 +372,11 @@ def _cost(runner: str, load: Load) -> float:
     else:
         base = 5.0 if info.is_server else 2.0
     return base + 0.1 * len(load.cases)
+
+
+def execute(executor: Executor) -> tuple[dict[tuple[str, str], RunOutcome], str]:
+    """(outcomes, partial reason). Ctrl-C keeps the outcomes so far and marks the report partial."""
+    try:
+        return executor.run(), ""
+    except KeyboardInterrupt:
+        return executor.outcomes, "interrupted (Ctrl-C): cases not reached are reported as errors"

@@ -59,6 +59,9 @@ class Plan:
     models: dict[str, ResolvedModel | ModelProblem]  # by case id
     dtypes: dict[str, str]  # by case id
     queues: dict[str, list[Load]]  # by runner
+    # by case id: its bounds are calibrated against HF in float32 (needs_fp32_reference), decided
+    # once here for every path that runs or judges it
+    calibrated: dict[str, bool] = field(default_factory=dict)
 
     def runners_of(self, case: Case) -> list[str]:
         return [r for r in case.runners if r in self.runners]
@@ -155,8 +158,10 @@ def build_plan(
     used: list[str] = []
     queues: dict[str, dict[str, Load]] = {}
     dtypes: dict[str, str] = {}
+    calibrated: dict[str, bool] = {}
     for case in cases:
         dtypes[case.id] = dtype or case.dtype or platform.default_dtype
+        calibrated[case.id] = needs_fp32_reference(case, dtypes[case.id])
         for runner in case.runners:
             if runner == REFERENCE_RUNNER and not with_reference:
                 continue
@@ -168,11 +173,7 @@ def build_plan(
             if isinstance(model, ModelProblem):
                 continue
             jobs = [(dtypes[case.id], "")]
-            if (
-                runner == REFERENCE_RUNNER
-                and fp32_reference
-                and needs_fp32_reference(case, dtypes[case.id])
-            ):
+            if runner == REFERENCE_RUNNER and fp32_reference and calibrated[case.id]:
                 jobs.append(("float32", REFERENCE_FP32))
             for job_dtype, label in jobs:
                 k = (
@@ -201,6 +202,7 @@ def build_plan(
         models=models,
         dtypes=dtypes,
         queues={r: list(q.values()) for r, q in queues.items()},
+        calibrated=calibrated,
     )
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from harness.judge.compare import measure
+from harness.judge.side import Side
 from harness.judge.verdict import check_not_in_effect, judge
 from harness.matrix.checks import expand_checks
 from harness.matrix.inputs import input_set
@@ -157,12 +158,9 @@ def _rerank_measure(fault: str = "", top_n: int | None = 2):
     return measure(
         SCORE_TOL,
         ("max_abs", "max_rel", "rank_disagreement"),
-        ref,
-        got,
+        Side(ref, token_ids=ref_ids),
+        Side.of(got, runner.last_meta),
         PAIRS,
-        ref_ids,
-        None,
-        runner.last_meta,
     )
 
 
@@ -272,12 +270,9 @@ def _embed_measure(handler, options: dict | None = None):
     return measure(
         EMBED_TOL,
         ("cosine_distance", "max_abs"),
-        ref,
-        got,
+        Side(ref, token_ids=[_ids(t) for t in TEXTS]),
+        Side.of(got, runner.last_meta),
         TEXTS,
-        [_ids(t) for t in TEXTS],
-        [m["prompt_token_ids"] for m in runner.last_meta],
-        runner.last_meta,
     )
 
 

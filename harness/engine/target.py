@@ -294,6 +294,25 @@ def not_the_checkout(repo: Path) -> str | None:
     )
 
 
+def vllm_version() -> str | None:
+    """The one answer to "which vLLM is this": the version of the vLLM this process has imported,
+    else of the one it would import (its generated vllm/_version.py read as text, so asking never
+    imports vLLM), else None when none is importable here."""
+    import importlib.util
+    import sys
+
+    imported = getattr(sys.modules.get("vllm"), "__version__", None)
+    if imported:
+        return str(imported)
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    return version_of(Path(spec.origin).parent)
+
+
 def version_of(pkg: Path) -> str:
     """`__version__` from vllm/_version.py (written by the build, or by an overlay) as text."""
     try:

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.engine import target
 from harness.matrix.runner_names import REFERENCE_RUNNER
 from harness.matrix.schema import HALF_DTYPES, Case, SyntheticModel
 from harness.models.resolve import (
@@ -111,13 +112,6 @@ def prepare_models(cases: list[Case], base_dir: Path) -> dict[str, ResolvedModel
 UNDER_TEST = "under test"  # build_plan's default: the vLLM this environment would import
 
 
-def vllm_version_under_test() -> str | None:
-    """The version of the vLLM this environment runs (its files read, never imported)."""
-    from harness.engine.target import vllm_provenance
-
-    return vllm_provenance().get("version")
-
-
 def release_skips(cases: list[Case], version: str | None) -> dict[str, ModelProblem]:
     """The cases that cannot run on vLLM `version` (their `vllm_releases`), each as a skip with
     its reason: nothing of theirs is built or started."""
@@ -149,7 +143,7 @@ def build_plan(
     if vllm_version == UNDER_TEST:
         gated = {}
         if any(case.vllm_releases for case in cases):
-            gated = release_skips(cases, vllm_version_under_test())
+            gated = release_skips(cases, target.vllm_version())
     else:
         gated = release_skips(cases, vllm_version)
     models: dict[str, ResolvedModel | ModelProblem] = dict(gated)

@@ -25,6 +25,7 @@ the refusal asked for) or no per-item record.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -33,10 +34,29 @@ import numpy as np
 if TYPE_CHECKING:
     from harness.matrix.schema import Case
 
-STATUSES = ("pass", "fail", "error", "skip", "xfail", "xpass")
-PASSING = ("pass", "xfail", "skip")
-FAILING = ("fail", "error", "xpass")
-ORDER = {"error": 0, "fail": 1, "xpass": 2, "xfail": 3, "skip": 4, "pass": 5}
+
+class Status(enum.StrEnum):
+    """A verdict's status; a str, so reports and JSON spell it as before."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"
+    SKIP = "skip"
+    XFAIL = "xfail"
+    XPASS = "xpass"
+
+
+STATUSES = tuple(Status)
+PASSING = (Status.PASS, Status.XFAIL, Status.SKIP)
+FAILING = (Status.FAIL, Status.ERROR, Status.XPASS)
+ORDER = {
+    Status.ERROR: 0,
+    Status.FAIL: 1,
+    Status.XPASS: 2,
+    Status.XFAIL: 3,
+    Status.SKIP: 4,
+    Status.PASS: 5,
+}
 
 
 @dataclass
@@ -70,7 +90,7 @@ class Metric:
 
 @dataclass
 class Verdict:
-    status: str
+    status: Status
     reason: str = ""
     metrics: list[Metric] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)
@@ -83,6 +103,7 @@ class Verdict:
             raise ValueError(
                 f"unknown verdict status {self.status!r}; valid: {', '.join(STATUSES)}"
             )
+        self.status = Status(self.status)
 
     @property
     def ok(self) -> bool:

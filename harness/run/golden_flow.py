@@ -14,12 +14,11 @@ from harness.matrix.schema import Case, Matrix
 from harness.report.model import MetricOut, Report, Result
 from harness.run.assemble import Outcomes, metric_out, new_report, utc_now
 from harness.run.execute import Executor, Progress, RunOutcome, Timeouts, execute
+from harness.run.modes import GoldenMode, mode_of
 from harness.run.plan import REFERENCE_FP32, ModelProblem, Plan, build_plan
 from harness.run.sides import Sides
 from harness.run.verdicts import measure_outcomes
 from harness.runners.platform import Platform
-
-GOLDEN_MODES = ("record", "verify", "update")
 
 
 def golden_references(plan: Plan, golden_dir: Path) -> Outcomes:
@@ -100,8 +99,7 @@ def golden_session(
     Like pytest-regressions: a missing golden is written and the case FAILS (record), or just
     fails (verify); a mismatch writes `reference.obtained` beside it and fails; `update` rewrites
     on purpose. A golden made from other weights or inputs is refused unless updating."""
-    if mode not in GOLDEN_MODES:
-        raise ValueError(f"mode must be record, verify or update, got {mode!r}")
+    mode = mode_of(GoldenMode, mode, "mode")
     started, t0 = utc_now(), time.perf_counter()
     cases = [c for c in cases if c.expect is None]  # a refusal case has no reference to record
     plan = build_plan(
@@ -177,12 +175,12 @@ def _golden_verdict(
             fp32_items=sides(ref32).outputs if calibrated else None,  # type: ignore[arg-type]
         )
 
-    if mode == "update":
+    if mode == GoldenMode.UPDATE:
         return Verdict("pass", f"golden updated: {record()}"), []
     try:
         g = golden.read_matching(golden_dir, case, model.path, model.fingerprint, dtype, device)
     except golden.GoldenError as e:
-        if e.kind == "missing" and mode == "record":
+        if e.kind == "missing" and mode == GoldenMode.RECORD:
             return Verdict(
                 "fail", f"golden was missing; recorded now at {record()}: review and commit it"
             ), []

@@ -13,6 +13,7 @@ from harness.report.model import Report
 from harness.run.assemble import build_report, new_report, utc_now
 from harness.run.execute import Executor, Progress, Timeouts, execute
 from harness.run.golden_flow import golden_references, golden_session
+from harness.run.modes import Against, mode_of
 from harness.run.plan import Plan, build_plan
 from harness.runners.platform import Platform
 
@@ -74,8 +75,7 @@ def run_cases(
     naive: bool = False,
 ) -> Report:
     """Run cases on their runners and compare each to the reference: HF live, or its golden."""
-    if against not in ("hf", "golden"):
-        raise ValueError(f"against must be 'hf' or 'golden', got {against!r}")
+    against = mode_of(Against, against, "against")
     started, t0 = utc_now(), time.perf_counter()
     cases = expand_checks(cases, seed=shuffle_seed)
     plan = build_plan(
@@ -84,7 +84,7 @@ def run_cases(
         Path(matrix.path).parent,
         runners=runners,
         dtype=dtype,
-        with_reference=against == "hf",
+        with_reference=against == Against.HF,
         one_load_per_case=naive,
         fp32_reference=True,
     )
@@ -95,7 +95,7 @@ def run_cases(
     )
     outcomes, partial = execute(executor)
     t_exec = time.perf_counter()
-    if against == "golden":
+    if against == Against.GOLDEN:
         outcomes = {**outcomes, **golden_references(plan, Path(golden_dir or "golden"))}
     report = build_report(matrix, plan, outcomes, started, time.perf_counter() - t0, partial)
     report.phases = {

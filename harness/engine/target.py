@@ -12,12 +12,13 @@ PARITY_VLLM says which vLLM runs:
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from harness.settings import SettingError, Settings
 
 SPEC_ENV, REPO_ENV, BASE_ENV = "PARITY_VLLM", "PARITY_VLLM_REPO", "PARITY_VLLM_BASE"
 PINNED = "0.32.0"  # pyproject's `cpu` / `cuda` extras pin the same release
@@ -158,8 +159,11 @@ def _vllm_tree(path: Path, name: str) -> Path:
 
 
 def spec_from_env(env: dict[str, str] | None = None) -> EngineSpec:
-    env = dict(os.environ) if env is None else env
-    return parse_spec(env.get(SPEC_ENV), env.get("PARITY_BACKEND", "cpu"), env.get(REPO_ENV))
+    try:
+        s = Settings.from_env(env)
+    except SettingError as e:
+        raise EngineSpecError(str(e)) from None
+    return parse_spec(s.vllm, s.backend, s.vllm_repo or None)
 
 
 def git(path: Path, *args: str) -> str | None:

@@ -19,6 +19,7 @@ from harness.run.plan import Load, ModelProblem, Plan
 from harness.runners import LoadRequest
 from harness.runners.memory import resource_hint
 from harness.runners.pool import Worker, WorkerFailure, WorkerTimeout
+from harness.settings import Settings, current
 
 
 @dataclass
@@ -28,20 +29,14 @@ class Timeouts:
     case: float = 600.0  # one case's forward pass
 
 
-DEFAULT_RSS_LIMIT_MB = 4096.0
+DEFAULT_RSS_LIMIT_MB = Settings.worker_rss_limit_mb
 RSS_LIMIT_ENV = "PARITY_WORKER_RSS_LIMIT_MB"
 
 
 def rss_limit_mb() -> float:
     """A worker whose resident memory after a model is freed exceeds this is restarted before its
     next load. A fixed number, not a share of the host: the verdict must not depend on the host."""
-    raw = os.environ.get(RSS_LIMIT_ENV)
-    if not raw:
-        return DEFAULT_RSS_LIMIT_MB
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{RSS_LIMIT_ENV}={raw!r}: expected a number of MiB") from None
+    return current().worker_rss_limit_mb
 
 
 @dataclass

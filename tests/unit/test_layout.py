@@ -2,11 +2,12 @@
 
 Layers, lowest first; a module imports only from its own layer or lower ones:
 
-    engine < matrix < models < runners < judge < report < run < select, mteb, power, check < cli
+    engine, settings < matrix < models < runners < judge < report < run < select, mteb, power,
+    check < cli
 
-`harness.engine` is standard library only (nox runs it before anything is installed), a worker
-process never imports the matrix schema or yaml, no module imports another's private name, and
-no two modules import each other, directly or round a circle.
+`harness.engine` and `harness.settings` are standard library only (nox runs them before anything
+is installed), a worker process never imports the matrix schema or yaml, no module imports
+another's private name, and no two modules import each other, directly or round a circle.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = [
-    {"engine", "triton_cpu", "plugins"},
+    {"engine", "settings", "triton_cpu", "plugins"},
     {"matrix"},
     {"models"},
     {"runners"},
@@ -173,14 +174,14 @@ def test_a_worker_process_imports_neither_the_matrix_schema_nor_yaml():
     assert not (banned := sorted(reach & set(NOT_IN_A_WORKER))), f"a worker can reach {banned}"
 
 
-def test_the_engine_package_is_standard_library_only():
+def test_the_engine_package_and_the_settings_are_standard_library_only():
     wrong = [
         f"{where}: imports {target}"
         for module, its in IMPORTS.items()
-        if module.startswith("harness.engine")
+        if module.startswith(("harness.engine", "harness.settings"))
         for target, _, where in its
         if target.split(".")[0] not in sys.stdlib_module_names
-        and not target.startswith("harness.engine")
+        and not target.startswith(("harness.engine", "harness.settings"))
     ]
     assert not wrong, "\n".join(wrong)
 

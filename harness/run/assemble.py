@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from harness import __version__
+from harness.engine.description import ENGINE
 from harness.judge.verdict import Metric, Verdict
 from harness.matrix.inputs import input_set
 from harness.matrix.runner_names import REFERENCE_RUNNER, runner_info
@@ -96,15 +97,16 @@ def reference_result(case: Case, ref: RunOutcome | None) -> ReferenceResult:
 def audit_row(case: Case, runner: str, got: RunOutcome | None) -> AuditRow | None:
     """The default-runner audit of an `auto` runner's case: what the engine chose and why."""
     info = runner_info(runner)
-    if not (info.is_offline_vllm and info.variant == "auto") or got is None or got.status != "ok":
+    audited = info.is_offline_vllm and info.variant == ENGINE.default_variant
+    if not audited or got is None or got.status != "ok":
         return None
-    expected, _ = case.expected_auto_for(got.info.get("versions", {}).get("vllm"))
+    expected, _ = ENGINE.expected_choice(case, got.info)
     return AuditRow(
         family=case.family,
         case_id=case.id,
         expected=expected,
-        actual=got.info.get("actual_runner"),
-        why=got.info.get("runner_choice", ""),
+        actual=ENGINE.chosen_runner(got.info),
+        why=ENGINE.why_chosen(got.info, ""),
     )
 
 
@@ -113,7 +115,7 @@ def runner_result(
 ) -> Result:
     """A case's row on one runner; `outcomes` are its (reference, runner, float32 reference)."""
     ref, got, ref32 = outcomes
-    actual = got.info.get("actual_runner") if got else None
+    actual = ENGINE.chosen_runner(got.info) if got else None
     inputs = input_set(case.inputs)
     return Result(
         case_id=case.id,

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.engine import target
+from harness.engine.description import ENGINE
 from harness.matrix.runner_names import REFERENCE_RUNNER
 from harness.matrix.schema import HALF_DTYPES, Case, SyntheticModel
 from harness.models.resolve import (
@@ -109,7 +109,7 @@ def prepare_models(cases: list[Case], base_dir: Path) -> dict[str, ResolvedModel
     return models
 
 
-UNDER_TEST = "under test"  # build_plan's default: the vLLM this environment would import
+UNDER_TEST = "under test"  # build_plan's default: the engine this environment would import
 
 
 def release_skips(cases: list[Case], version: str | None) -> dict[str, ModelProblem]:
@@ -117,7 +117,7 @@ def release_skips(cases: list[Case], version: str | None) -> dict[str, ModelProb
     its reason: nothing of theirs is built or started."""
     out = {}
     for case in cases:
-        why = case.vllm_releases.skip_reason(version) if case.vllm_releases else None
+        why = ENGINE.release_gate(case, version)
         if why:
             out[case.id] = ModelProblem("skip", why)
     return out
@@ -132,20 +132,20 @@ def build_plan(
     with_reference: bool = True,
     one_load_per_case: bool = False,
     fp32_reference: bool = False,
-    vllm_version: str | None = UNDER_TEST,
+    engine_version: str | None = UNDER_TEST,
 ) -> Plan:
     """Resolve every case's model (building synthetic ones) and group work per runner.
     `one_load_per_case` is the naive layout (a fresh load for every case), for benchmarks.
     `fp32_reference`: a case run in half precision whose bounds are calibrated (`k`) also runs
     the reference in float32 (REFERENCE_FP32, in the `hf` queue); float32 runs are unchanged.
-    `vllm_version`: the vLLM the cases run on (default: the one under test here); a case whose
+    `engine_version`: the engine the cases run on (default: the one under test here); a case whose
     `vllm_releases` exclude it is a skip, its model never built (release_skips)."""
-    if vllm_version == UNDER_TEST:
+    if engine_version == UNDER_TEST:
         gated = {}
-        if any(case.vllm_releases for case in cases):
-            gated = release_skips(cases, target.vllm_version())
+        if any(ENGINE.gated(case) for case in cases):
+            gated = release_skips(cases, ENGINE.version_here())
     else:
-        gated = release_skips(cases, vllm_version)
+        gated = release_skips(cases, engine_version)
     models: dict[str, ResolvedModel | ModelProblem] = dict(gated)
     models.update(prepare_models([c for c in cases if c.id not in gated], base_dir))
     wanted = set(runners) if runners else None

@@ -58,7 +58,7 @@ def test_a_gated_case_is_planned_as_a_skip_and_its_model_never_built(monkeypatch
     monkeypatch.setattr(plan_mod, "resolve", fake_resolve)
     gated = make_case(id="gritlm", model={"source": "local", "path": "g"}, vllm_releases=GATE)
     other = make_case(id="bert", model={"source": "local", "path": "b"})
-    plan = build_plan([gated, other], Platform("cpu"), Path("."), vllm_version="0.32.0")
+    plan = build_plan([gated, other], Platform("cpu"), Path("."), engine_version="0.32.0")
     assert plan.models["gritlm"] == ModelProblem(
         "skip",
         "vLLM 0.32.0 is outside vllm_releases '<0.29': vLLM removed GritLM after 0.28.0 "
@@ -69,7 +69,7 @@ def test_a_gated_case_is_planned_as_a_skip_and_its_model_never_built(monkeypatch
     assert [c.id for load in plan.queues["hf"] for c in load.cases] == ["bert"]
     # on the release that has the model it is planned like any other case
     built.clear()
-    plan = build_plan([gated, other], Platform("cpu"), Path("."), vllm_version="0.28.0+cpu")
+    plan = build_plan([gated, other], Platform("cpu"), Path("."), engine_version="0.28.0+cpu")
     assert sorted(built) == ["b", "g"] and plan.models["gritlm"].fingerprint == "fp-g"
 
 
@@ -86,7 +86,7 @@ def test_every_runner_of_a_gated_case_records_the_skip_and_none_starts(tmp_path)
     from harness.run.execute import Executor
 
     gated = make_case(id="gritlm", runners=["hf", "vllm-v1", "vllm-v2"], vllm_releases=GATE)
-    plan = build_plan([gated], Platform("cpu"), Path("."), vllm_version="0.32.0")
+    plan = build_plan([gated], Platform("cpu"), Path("."), engine_version="0.32.0")
     ex = Executor(plan, tmp_path)
     outcomes = ex.run()
     assert {k: o.status for k, o in outcomes.items()} == {

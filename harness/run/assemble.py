@@ -168,7 +168,7 @@ def build_report(
             if runner == REFERENCE_RUNNER:
                 continue
             got = outcomes.get((case.id, runner))
-            dtype, calibrated = plan.dtypes[case.id], plan.calibrated.get(case.id)
+            dtype, calibrated = plan.dtypes[case.id], plan.calibrated.get(case.id, False)
             v = verdict_for(case, runner, dtype, ref, got, ref32, calibrated, sides)
             row = audit_row(case, runner, got)
             if row is not None:

@@ -10,7 +10,6 @@ from harness.matrix.prompt_forms import item_forms
 from harness.matrix.schema import Case
 from harness.matrix.tasks import task_kind
 from harness.run.execute import RunOutcome
-from harness.run.plan import needs_fp32_reference
 from harness.run.sides import Sides
 
 
@@ -46,14 +45,12 @@ def verdict_for(
     ref: RunOutcome | None,
     got: RunOutcome | None,
     ref32: RunOutcome | None = None,
-    calibrated: bool | None = None,
+    calibrated: bool = False,
     sides: Sides | None = None,
 ) -> Verdict:
     """The verdict of a case on one runner, comparing the outputs on disk. `calibrated` (the
-    plan's decision; derived from the case without a plan): half-precision bounds measured
-    against `ref32`, the reference run in float32."""
-    if calibrated is None:
-        calibrated = needs_fp32_reference(case, dtype)
+    plan's decision, Plan.calibrated): half-precision bounds measured against `ref32`, the
+    reference run in float32."""
     side = sides or Sides()
 
     def measure() -> Measurement:

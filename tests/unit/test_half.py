@@ -76,6 +76,7 @@ def _verdict(tmp_path, case: Case, ref32, ref, got, dtype="bfloat16"):
         RunOutcome(case.id, "hf", "ok", output=str(paths["hf"])),
         RunOutcome(case.id, "vllm-v1", "ok", output=str(paths["got"]), info=ok),
         RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(paths[REFERENCE_FP32])),
+        calibrated=needs_fp32_reference(case, dtype),
     )
 
 
@@ -229,10 +230,11 @@ def test_calibrated_bounds_without_the_float32_reference_are_an_error(tmp_path, 
         output=str(tmp_path / "a.safetensors"),
         info={"actual_runner": "v1"},
     )
-    v = verdict_for(embed_case, "vllm-v1", "bfloat16", ref, got, None)
+    v = verdict_for(embed_case, "vllm-v1", "bfloat16", ref, got, None, calibrated=True)
     assert v.status == "error" and "float32 reference" in v.reason
     failed = RunOutcome(embed_case.id, REFERENCE_FP32, "error", "boom")
-    assert verdict_for(embed_case, "vllm-v1", "bfloat16", ref, got, failed).status == "error"
+    v = verdict_for(embed_case, "vllm-v1", "bfloat16", ref, got, failed, calibrated=True)
+    assert v.status == "error"
 
 
 def test_norm_rel_sees_length_not_direction():

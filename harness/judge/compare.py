@@ -318,7 +318,7 @@ def measure(
     ref32_side: Side | None = None,
     forms: list[str] | None = None,
 ) -> Measurement:
-    """The one comparison every path makes (live, golden, pytest: harness.run.session
+    """The one comparison every path makes (live, golden, pytest: harness.run.assemble
     .measure_outcomes), given whatever evidence each side has. An unusable reference first (an
     error), structural problems next (they make metrics meaningless), then what each side recorded
     beside its outputs (recorded_checks: token ids, a server's usage and /rerank answers), then a

@@ -12,12 +12,11 @@ from harness.matrix.inputs import input_set
 from harness.matrix.runner_names import REFERENCE_RUNNER
 from harness.matrix.schema import Case, Matrix
 from harness.report.model import MetricOut, Report, Result
-from harness.run.assemble import Outcomes, metric_out, new_report, utc_now
+from harness.run.assemble import Outcomes, measure_outcomes, metric_out, new_report, utc_now
 from harness.run.execute import Executor, Progress, RunOutcome, Timeouts, execute
 from harness.run.modes import GoldenMode, mode_of
 from harness.run.plan import REFERENCE_FP32, ModelProblem, Plan, build_plan
 from harness.run.sides import Sides
-from harness.run.verdicts import measure_outcomes
 from harness.runners.platform import Platform
 
 

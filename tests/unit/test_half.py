@@ -12,10 +12,10 @@ from harness.judge.compare import measure
 from harness.judge.metrics import norm_rel
 from harness.judge.side import Side
 from harness.matrix.schema import Case, MatrixError, Tolerance
+from harness.run.assemble import verdict_for
 from harness.run.execute import RunOutcome
 from harness.run.matrices import load_matrix
 from harness.run.plan import REFERENCE_FP32, needs_fp32_reference
-from harness.run.verdicts import verdict_for
 from harness.runners.outputs import save_items
 
 POOLING = Path(__file__).resolve().parents[2] / "matrices" / "pooling.yaml"

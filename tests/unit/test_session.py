@@ -1,7 +1,7 @@
 from pathlib import Path
 
+from harness.run.assemble import verdict_for
 from harness.run.execute import RunOutcome
-from harness.run.verdicts import verdict_for
 from harness.runners.outputs import save_items
 from tests.unit.test_compare import make_case, vecs
 

@@ -173,7 +173,7 @@ def select_rows(m: Mutation, matrix: str, python: str = sys.executable) -> Selec
     sel = json.loads(done.stdout)
     return Selected(
         rows=[(r["case"], r["runner"]) for r in sel["rows"]],
-        engine_version=sel.get("vllm_version"),
+        vllm_version=sel.get("vllm_version"),
         skipped={r["case"]: r["skip"] for r in sel["rows"] if r.get("skip")},
     )
 

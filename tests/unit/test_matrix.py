@@ -405,3 +405,37 @@ def test_an_unknown_family_from_defaults_names_the_defaults_line(write_matrix):
     with pytest.raises(MatrixError) as e:
         load_matrix(p)
     assert f"{p}:3: case 'one', key 'family': unknown family 'bert-embedd'" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "extra, refused, able",
+    [
+        # the task's default recipe (st-embed for a BertModel embed case)
+        ("    truncate: 8\n    truncation_side: left\n", "st-embed", "truncation_side"),
+        # a named one
+        ("    reference: splade-max\n    use_activation: false\n", "splade-max", "use_activation"),
+    ],
+)
+def test_a_request_field_the_reference_does_not_honour_is_refused_when_the_matrix_loads(
+    write_matrix, extra, refused, able
+):
+    """Declared by each recipe (harness.runners.hf.recipe(honours=...)), checked at load: the
+    error names the file, the case, the field and the recipes that do honour it."""
+    from harness.runners.hf import RECIPE_HONOURS
+
+    with pytest.raises(MatrixError) as e:
+        load_matrix(write_matrix(BASE + extra))
+    doers = sorted(r for r, fields in RECIPE_HONOURS.items() if able in fields)
+    assert doers and refused not in doers
+    want = (
+        rf"m\.yaml:\d+: case 'one'.*reference recipe '{refused}' does not implement {able}; "
+        rf"recipes that do: {re.escape(', '.join(doers))}"
+    )
+    assert re.search(want, str(e.value)), str(e.value)
+
+
+def test_a_recipe_declares_only_request_fields_it_could_honour():
+    from harness.runners.hf import recipe
+
+    with pytest.raises(ValueError, match=r"honours \['truncate_side'\]: not request fields"):
+        recipe("never-registered", honours=["truncate_side"])(lambda runner, items, request: [])

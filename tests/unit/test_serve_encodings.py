@@ -19,6 +19,7 @@ from harness.run.matrices import load_matrix
 from harness.runners import serve_decode
 from harness.runners.serve import ServeRunner
 from harness.runners.serve_decode import ServerFailure, decode_values
+from tests.requests import req
 
 ORDERS = {"little": "<", "big": ">"}
 
@@ -217,7 +218,7 @@ def _run(options: dict, fault: str = "") -> tuple[list[np.ndarray], ServeRunner]
     runner = ServeRunner("v1")
     runner.url, runner.model, runner.proc = "http://server.test", "m", _Alive()
     runner.transport = httpx.MockTransport(_binary_server(fault))
-    return runner.run("embed", list(TEXTS), options), runner
+    return runner.run("embed", list(TEXTS), req(**options)), runner
 
 
 @pytest.mark.parametrize("fmt", ["base64", "bytes", "bytes_only"])

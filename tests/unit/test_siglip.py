@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from harness.matrix.schema import Case
 from harness.runners.vllm import truncation_kwargs
+from tests.requests import req
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,19 +38,21 @@ def test_padding_is_max_length_or_nothing():
 
 
 def test_vllm_is_asked_to_pad_per_request_beside_any_truncation():
-    assert truncation_kwargs({"padding": "max_length"}) == {"padding": "max_length"}
-    assert truncation_kwargs({"truncate": 16, "padding": "max_length"}) == {
+    assert truncation_kwargs(req(padding="max_length")) == {"padding": "max_length"}
+    assert truncation_kwargs(req(truncate=16, padding="max_length")) == {
         "truncate_prompt_tokens": 16,
         "padding": "max_length",
     }
-    assert truncation_kwargs({"truncate": 0, "padding": None}) is None
+    assert truncation_kwargs(req(truncate=0, padding=None)) is None
 
 
 def test_a_recipe_that_does_not_pad_refuses_a_case_asking_for_padding():
     from harness.runners.hf import HFRunner
 
-    with pytest.raises(ValueError, match="does not pad texts to max_length"):
-        HFRunner(None).run("embed", ["a"], {"reference": "st-embed", "padding": "max_length"})
+    with pytest.raises(
+        ValueError, match="does not implement padding; recipes that do: siglip-embed"
+    ):
+        HFRunner(None).run("embed", ["a"], req(reference="st-embed", padding="max_length"))
 
 
 def test_the_golden_key_names_the_padding_only_when_set(tmp_path):

@@ -84,25 +84,102 @@ class ServeOptions(_Strict):
         return v
 
 
-class Request(_Strict):
-    """How a case's items are sent, for one runner. `hf` holds the reference recipe's own options
-    (`hf:` in the matrix, e.g. normalize_embeddings); `serve` the server runners'; the others are
-    read by every runner that honours them (the reference recipes declare which they do)."""
+class RequestOptions(_Strict):
+    """A case's `request:` in a matrix: how its items are sent, to the reference and to vLLM
+    alike. Which tasks and runners each applies to is checked by the case
+    (harness.matrix.schema.Case); which reference recipes honour the DECLARED_FIELDS, by the
+    recipes' own declarations."""
+
+    serve: ServeOptions = Field(default_factory=ServeOptions)  # the server runners' own
+    # embed: a GritLM-style instruction prefix ("<|user|>\n...\n<|embed|>\n"). vLLM is sent the
+    # instruction + text (its pooler finds the instruction in the token ids); the reference is
+    # given the two apart and must implement it (gritlm-embed: GritLM.encode(instruction=...))
+    instruction: str | None = None
+    # truncate every input to this many tokens, in the reference and in the runners alike (vLLM's
+    # truncate_prompt_tokens); -1: to the model's maximum (vLLM: max_model_len; the reference:
+    # the tokenizer's model_max_length)
+    truncate: int | None = None
+    # which side `truncate` cuts, asked per request (vLLM's truncation_side): `left` keeps the
+    # last `truncate` tokens of the whole encoded prompt (a pair's included), special tokens too
+    truncation_side: Literal["left", "right"] | None = None
+    # `max_length`: texts padded to the model's maximum length, as models trained on padded texts
+    # are used (SigLIP); vLLM is asked for it per request (tokenization_kwargs padding), the
+    # reference recipe must be one that pads (e.g. siglip-embed, per its model card)
+    padding: Literal["max_length"] | None = None
+    # score: limit the query (first text) and the document (second text) each to this many of
+    # its own tokens before they are paired (the /score and /rerank request fields of these
+    # names; offline, LLM.score's PoolingParams(extra_kwargs={...}) of the same names, which
+    # vLLM 0.32's scoring io_processor reads); the reference cuts the HF tokenizer's ids of each
+    # text alike (st-cross-encoder)
+    max_tokens_per_query: int | None = Field(default=None, gt=0)
+    max_tokens_per_doc: int | None = Field(default=None, gt=0)
+    # embed: keep this many leading dimensions (Matryoshka): the reference is sentence-transformers'
+    # encode(truncate_dim) (no re-normalising unless `hf: {normalize_embeddings: true}`); vLLM is
+    # asked for `dimensions`
+    dimensions: int | None = Field(default=None, gt=0)
+    # embed: a sentence-transformers prompt by name (the model's config_sentence_transformers.json
+    # `prompts`): the reference is encode(prompt_name=...); vLLM's offline runners are sent the
+    # prompt + text (LLM.embed takes no prompt name in 0.32); its server runners ask /v2/embed
+    # with input_type=<name>, which vLLM resolves from that file itself
+    prompt_name: str | None = None
+    # vLLM's per-request `use_activation` (PoolingParams offline; the request field of
+    # /v1/embeddings, /classify and /pooling on a server) on or off: embed and token_embed, the L2
+    # normalisation; classify and token_classify, the softmax / sigmoid; reward, the sigmoid
+    # (off by default). The reference computes the same post-processing (raw logits when off,
+    # the vector without its Normalize module when off). Engine-wide, the same setting is
+    # `engine: {pooler_config: {use_activation: ...}}`, which the reference does not follow by
+    # itself (an engine setting alone is how tests/integration/data/faults.yaml injects a fault):
+    # a case that means it says so with `hf: {use_activation: ...}`
+    use_activation: bool | None = None
+    # ColBERT query / document markers and query [MASK] expansion (harness.matrix.colbert): the
+    # reference builds the ids as the model's published code does, vLLM is sent them as token ids
+    colbert: ColbertIds | None = None
+    # embed / classify: each text sent as a chat conversation (ChatOptions; server runners only)
+    chat: ChatOptions | None = None
+
+    @field_validator("truncate")
+    @classmethod
+    def _truncate_value(cls, v: int | None) -> int | None:
+        if v is not None and v != -1 and v < 2:
+            raise ValueError(
+                f"truncate {v}: valid: a number of tokens >= 2, or -1 (the model's maximum)"
+            )
+        return v
+
+    def text_caps(self) -> dict[str, int]:
+        """max_tokens_per_query / max_tokens_per_doc, the ones set, by name: the /score and
+        /rerank request fields; offline, vLLM 0.32 takes them as PoolingParams.extra_kwargs of
+        the same names (entrypoints/pooling/scoring/io_processor.py, `_get_token_limits`)."""
+        caps = {"max_tokens_per_query": self.max_tokens_per_query}
+        caps["max_tokens_per_doc"] = self.max_tokens_per_doc
+        return {k: int(v) for k, v in caps.items() if v}
+
+    def reference_key(self) -> dict[str, Any]:
+        """What of the request shapes the reference's answers, as a golden records it (harness.
+        judge.golden): `truncate` always, every other field only when set, so the keys recorded
+        before a field existed stay valid; the server's `serve` options never (vLLM's only)."""
+        key: dict[str, Any] = {"truncate": self.truncate}
+        for name, value in self:
+            if name in ("serve", "truncate") or value is None:
+                continue
+            if name == "dimensions":  # the cut follows sentence-transformers' truncate_dim
+                key.update(dimensions=value, truncate_dim="sentence-transformers")
+            elif name == "chat":  # add_special_tokens only when asked, as recorded before it
+                key["chat"] = value.model_dump(
+                    exclude=set() if value.add_special_tokens else {"add_special_tokens"}
+                )
+            else:
+                key[name] = value.model_dump() if isinstance(value, BaseModel) else value
+        return key
+
+
+class Request(RequestOptions):
+    """How a case's items are sent, for one runner: its `request:` options, plus `hf` (the
+    reference recipe's own options, `hf:` in the matrix, e.g. normalize_embeddings), the recipe
+    named, and what the harness adds (refusal, prompt forms, a check's run options)."""
 
     reference: str | None = None  # the HF reference recipe the case names (None: the default)
     hf: dict[str, Any] = Field(default_factory=dict)
-    serve: ServeOptions = Field(default_factory=ServeOptions)
-    truncate: int | None = None  # tokens kept; -1 the model's maximum
-    truncation_side: Literal["left", "right"] | None = None
-    padding: Literal["max_length"] | None = None
-    dimensions: int | None = None
-    prompt_name: str | None = None
-    instruction: str | None = None
-    use_activation: bool | None = None
-    chat: ChatOptions | None = None
-    colbert: ColbertIds | None = None
-    max_tokens_per_query: int | None = None
-    max_tokens_per_doc: int | None = None
     # every item must be refused (the case's `expect: {refused: ...}`): each is sent alone
     expect_refusal: bool = False
     # what each item is sent as (harness.matrix.prompt_forms), one per item; None: all text
@@ -112,14 +189,6 @@ class Request(_Strict):
     shuffle_seed: int | None = None
     one_by_one: bool = False
     warm_prefix_cache: bool = False
-
-    def text_caps(self) -> dict[str, int]:
-        """max_tokens_per_query / max_tokens_per_doc, the ones set, by name: the /score and
-        /rerank request fields; offline, vLLM 0.32 takes them as PoolingParams.extra_kwargs of
-        the same names (entrypoints/pooling/scoring/io_processor.py, `_get_token_limits`)."""
-        caps = {"max_tokens_per_query": self.max_tokens_per_query}
-        caps["max_tokens_per_doc"] = self.max_tokens_per_doc
-        return {k: int(v) for k, v in caps.items() if v}
 
     def wire(self) -> dict[str, Any]:
         """The request as JSON-able data, for the worker's `run` message (Request(**wire) back)."""
@@ -154,37 +223,19 @@ def unhonoured(request: Request, recipe: str, honours: Mapping[str, frozenset[st
     )
 
 
-# the case fields a request copies as they are (the rest: reference/hf, serve, expect, run
-# options and prompt forms, built in request_of)
-CASE_FIELDS = (
-    "truncate",
-    "truncation_side",
-    "padding",
-    "dimensions",
-    "prompt_name",
-    "instruction",
-    "use_activation",
-    "chat",
-    "colbert",
-    "max_tokens_per_query",
-    "max_tokens_per_doc",
-)
-
-
 def request_of(case: Any, for_hf: bool, prompt_forms: list[str] | None = None) -> Request:
     """The request of `case` (harness.matrix.schema.Case) for one runner: Hugging Face (the
     reference) gets the recipe and its `hf` options (`hf: {use_activation}` as its
     use_activation), the vLLM runners the check's run options."""
-    fields: dict[str, Any] = {k: getattr(case, k) for k in CASE_FIELDS}
+    fields: dict[str, Any] = dict(case.request)
     if for_hf:
         fields.update(reference=case.reference, hf=dict(case.hf))
-        if case.use_activation is None:  # an engine-wide setting the reference is told to follow
+        if case.request.use_activation is None:  # an engine-wide one the reference follows
             fields["use_activation"] = case.hf.get("use_activation")
     else:
         fields.update(case.run_options)
     return Request(
         **fields,
-        serve=case.serve,
         expect_refusal=case.expect is not None and bool(case.expect.refused),
         prompt_forms=prompt_forms,
     )

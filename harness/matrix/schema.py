@@ -16,9 +16,9 @@ from pydantic import (
     model_validator,
 )
 
-from harness.matrix.colbert import ColbertIds, check_colbert
+from harness.matrix.colbert import check_colbert
 from harness.matrix.prompt_forms import PromptForm
-from harness.matrix.request import ChatOptions, ServeOptions, request_of, unhonoured
+from harness.matrix.request import RequestOptions, request_of, unhonoured
 from harness.matrix.runner_names import REFERENCE_RUNNER, RunnerName, runner_info
 from harness.matrix.tasks import TaskName
 
@@ -383,9 +383,8 @@ class Case(_Strict):
     reference: str | None = None  # HF reference recipe; default chosen by task
     engine: dict[str, Any] = Field(default_factory=dict)  # extra vLLM engine kwargs
     hf: dict[str, Any] = Field(default_factory=dict)  # extra reference-recipe options
-    serve: ServeOptions = Field(
-        default_factory=ServeOptions
-    )  # request options of the server runners
+    # how the items are sent (harness.matrix.request.RequestOptions): `request:` in a matrix
+    request: RequestOptions = Field(default_factory=RequestOptions)
     divergence: Divergence | None = None
     skip_if_error: KnownSkip | None = None
     # the model runner vLLM should choose when left to decide (the `vllm-auto` runner); a case
@@ -395,64 +394,19 @@ class Case(_Strict):
     trust_remote_code: bool = False
     # the vLLM releases this case can run on (VllmReleases); elsewhere it is skipped, unplanned
     vllm_releases: VllmReleases | None = None
-    # embed: a GritLM-style instruction prefix ("<|user|>\n...\n<|embed|>\n"). vLLM is sent the
-    # instruction + text (its pooler finds the instruction in the token ids); the reference is
-    # given the two apart and must implement it (gritlm-embed: GritLM.encode(instruction=...))
-    instruction: str | None = None
     # invariance checks (harness.matrix.checks): each becomes a derived case `<id>@<check>`
     # (the names: harness.matrix.checks.CHECKS)
     checks: list[Annotated[str, AfterValidator(_known_check)]] = Field(default_factory=list)
     # MTEB tasks to score this model on (`parity mteb`): our offline ones or cached real ones
     mteb_tasks: list[str] = Field(default_factory=list)
-    # truncate every input to this many tokens, in the reference and in the runners alike (vLLM's
-    # truncate_prompt_tokens); -1: to the model's maximum (vLLM: max_model_len; the reference:
-    # the tokenizer's model_max_length)
-    truncate: int | None = None
-    # which side `truncate` cuts, asked per request (vLLM's truncation_side): `left` keeps the
-    # last `truncate` tokens of the whole encoded prompt (a pair's included), special tokens too
-    truncation_side: Literal["left", "right"] | None = None
-    # `max_length`: texts padded to the model's maximum length, as models trained on padded texts
-    # are used (SigLIP); vLLM is asked for it per request (tokenization_kwargs padding), the
-    # reference recipe must be one that pads (e.g. siglip-embed, per its model card)
-    padding: Literal["max_length"] | None = None
     # the outcome expected instead of outputs, e.g. {refused: "maximum context length"}
     expect: Expect | None = None
-    # score: limit the query (first text) and the document (second text) each to this many of
-    # its own tokens before they are paired (the /score and /rerank request fields of these
-    # names; offline, LLM.score's PoolingParams(extra_kwargs={...}) of the same names, which
-    # vLLM 0.32's scoring io_processor reads); the reference cuts the HF tokenizer's ids of each
-    # text alike (st-cross-encoder)
-    max_tokens_per_query: int | None = Field(default=None, gt=0)
-    max_tokens_per_doc: int | None = Field(default=None, gt=0)
-    # embed: keep this many leading dimensions (Matryoshka): the reference is sentence-transformers'
-    # encode(truncate_dim) (no re-normalising unless `hf: {normalize_embeddings: true}`); vLLM is
-    # asked for `dimensions`
-    dimensions: int | None = Field(default=None, gt=0)
     # how each text is sent (harness.matrix.prompt_forms): text, the tokenizer's token ids,
     # prompt embeddings (the model's input embeddings of those ids), or mixed in one batch
     prompt_form: PromptForm = "text"
-    # embed: a sentence-transformers prompt by name (the model's config_sentence_transformers.json
-    # `prompts`): the reference is encode(prompt_name=...); vLLM's offline runners are sent the
-    # prompt + text (LLM.embed takes no prompt name in 0.32); its server runners ask /v2/embed
-    # with input_type=<name>, which vLLM resolves from that file itself
-    prompt_name: str | None = None
-    # vLLM's per-request `use_activation` (PoolingParams offline; the request field of
-    # /v1/embeddings, /classify and /pooling on a server) on or off: embed and token_embed, the L2
-    # normalisation; classify and token_classify, the softmax / sigmoid; reward, the sigmoid
-    # (off by default). The reference computes the same post-processing (raw logits when off,
-    # the vector without its Normalize module when off). Engine-wide, the same setting is
-    # `engine: {pooler_config: {use_activation: ...}}`, which the reference does not follow by
-    # itself (an engine setting alone is how tests/integration/data/faults.yaml injects a fault):
-    # a case that means it says so with `hf: {use_activation: ...}`
-    use_activation: bool | None = None
-    # ColBERT query / document markers and query [MASK] expansion (harness.matrix.colbert): the
-    # reference builds the ids as the model's published code does, vLLM is sent them as token ids
-    colbert: ColbertIds | None = None
     # a seeded LoRA adapter on the model (LoraAdapter): the reference runs it through peft, the
     # offline vLLM runners through enable_lora + a LoRARequest on every request
     lora: LoraAdapter | None = None
-    # embed / classify: each text sent as a chat conversation (ChatOptions; server runners only)
-    chat: ChatOptions | None = None
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.matrix.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
@@ -502,15 +456,6 @@ class Case(_Strict):
             )
         return hits[0], ""
 
-    @field_validator("truncate")
-    @classmethod
-    def _truncate_value(cls, v: int | None) -> int | None:
-        if v is not None and v != -1 and v < 2:
-            raise ValueError(
-                f"truncate {v}: valid: a number of tokens >= 2, or -1 (the model's maximum)"
-            )
-        return v
-
     @field_validator("runners")
     @classmethod
     def _runners_unique(cls, v: list[str]) -> list[str]:
@@ -557,32 +502,33 @@ class Case(_Strict):
 
     @model_validator(mode="after")
     def _serve_api_fits_task(self) -> "Case":
-        if self.serve.api == "rerank" and self.task != "score":
+        if self.request.serve.api == "rerank" and self.task != "score":
             raise ValueError(f"serve.api 'rerank' needs task 'score', not {self.task!r}")
-        if self.serve.api == "pooling" and self.task not in ("embed", "classify"):
+        if self.request.serve.api == "pooling" and self.task not in ("embed", "classify"):
             raise ValueError(
                 f"serve.api 'pooling' applies to tasks 'embed' and 'classify' (the other pooling "
                 f"tasks go to /pooling already), not {self.task!r}"
             )
-        if self.serve.api == "pooling" and (
-            self.serve.encoding_format != "float" or self.prompt_name is not None
+        if self.request.serve.api == "pooling" and (
+            self.request.serve.encoding_format != "float" or self.request.prompt_name is not None
         ):
             raise ValueError(
                 "serve.api 'pooling' sends float answers without prompt_name (/v2/embed's)"
             )
-        if self.serve.top_n is not None and self.serve.api != "rerank":
+        if self.request.serve.top_n is not None and self.request.serve.api != "rerank":
             raise ValueError("serve.top_n applies to serve.api 'rerank' only")
-        if self.serve.encoding_format != "float" and self.task != "embed":
+        fmt = self.request.serve.encoding_format
+        if fmt != "float" and self.task != "embed":
             raise ValueError(
-                f"serve.encoding_format {self.serve.encoding_format!r} applies to task 'embed' "
-                f"only (/v1/embeddings), not {self.task!r}"
+                f"serve.encoding_format {fmt!r} applies to task 'embed' only (/v1/embeddings), "
+                f"not {self.task!r}"
             )
-        if self.dimensions is not None and self.task != "embed":
+        if self.request.dimensions is not None and self.task != "embed":
             raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
         from harness.matrix.checks import CHECKS
 
         asked = [(f"check {c!r}", CHECKS[c].serve.get("items_per_request", 1)) for c in self.checks]
-        asked.append(("serve.items_per_request", self.serve.items_per_request))
+        asked.append(("serve.items_per_request", self.request.serve.items_per_request))
         for what, per in asked:
             if per == 1:
                 continue
@@ -596,18 +542,18 @@ class Case(_Strict):
                     f"{what}: items_per_request 'query' (each query with its documents, 1:N) "
                     f"applies to task 'score' only, not {self.task!r}"
                 )
-            if self.serve.api != "default":
+            if self.request.serve.api != "default":
                 raise ValueError(
                     f"{what} applies to /v1/embeddings, /classify and /score, not serve.api "
-                    f"{self.serve.api!r}"
+                    f"{self.request.serve.api!r}"
                 )
-        caps = [k for k in ("max_tokens_per_query", "max_tokens_per_doc") if getattr(self, k)]
+        caps = list(self.request.text_caps())
         if caps:
             if self.task != "score":
                 raise ValueError(
                     f"{', '.join(caps)} applies to task 'score' only, not {self.task!r}"
                 )
-        if self.truncation_side is not None and self.truncate is None:
+        if self.request.truncation_side is not None and self.request.truncate is None:
             raise ValueError("truncation_side needs truncate (the number of tokens to keep)")
         if self.expect is not None:
             if REFERENCE_RUNNER in self.runners:
@@ -617,16 +563,18 @@ class Case(_Strict):
                 )
             if self.checks or self.divergence is not None:
                 raise ValueError("expect.refused: a refusal case takes no checks and no divergence")
-        if self.prompt_name is not None and (self.task != "embed" or self.prompt_form != "text"):
+        if self.request.prompt_name is not None and (
+            self.task != "embed" or self.prompt_form != "text"
+        ):
             raise ValueError(
                 f"prompt_name applies to task 'embed' sent as text only, not task {self.task!r} "
                 f"with prompt_form {self.prompt_form!r}"
             )
-        if self.instruction is not None and (
+        if self.request.instruction is not None and (
             self.task != "embed"
             or self.prompt_form != "text"
-            or self.prompt_name is not None
-            or self.chat is not None
+            or self.request.prompt_name is not None
+            or self.request.chat is not None
         ):
             raise ValueError(
                 f"instruction applies to task 'embed' sent as text, without prompt_name or "
@@ -634,20 +582,20 @@ class Case(_Strict):
             )
         reference_activation = self.hf.get("use_activation")
         if (
-            self.use_activation is not None or reference_activation is not None
+            self.request.use_activation is not None or reference_activation is not None
         ) and self.task not in ACTIVATION_TASKS:
             raise ValueError(
                 f"use_activation applies to tasks {', '.join(ACTIVATION_TASKS)}, not {self.task!r}"
             )
-        if self.use_activation is not None and reference_activation is not None:
+        if self.request.use_activation is not None and reference_activation is not None:
             raise ValueError(
                 "use_activation is sent per request and the reference follows it: drop "
                 "hf.use_activation (that one is for an engine-wide pooler_config setting)"
             )
-        if self.chat is not None and (
+        if self.request.chat is not None and (
             self.task not in ("embed", "classify")
             or self.prompt_form != "text"
-            or self.prompt_name is not None
+            or self.request.prompt_name is not None
         ):
             raise ValueError(
                 "chat applies to tasks embed and classify sent as text, without prompt_name"
@@ -730,7 +678,7 @@ def _check_prompt_form(case: "Case") -> None:
             f"prompt_form {form!r} with mteb_tasks: MTEB sends its own texts as text; "
             f"give the prompt forms a case of their own"
         )
-    if case.truncate is not None:
+    if case.request.truncate is not None:
         raise ValueError(
             f"prompt_form {form!r} with truncate: token-id and embedding prompts are sent whole "
             f"(vLLM does not truncate them as it truncates text); drop one of them"

@@ -31,7 +31,8 @@ def _request(shuffle_seed: int | None):
         hf = runner == REFERENCE_RUNNER
         # MTEB sends its own texts: of the case's request, only the recipe and truncate apply
         request = Request(
-            truncate=case.truncate, **({"reference": case.reference, "hf": case.hf} if hf else {})
+            truncate=case.request.truncate,
+            **({"reference": case.reference, "hf": case.hf} if hf else {}),
         )
         msg = {
             "op": "mteb",

@@ -141,7 +141,7 @@ def test_a_new_check_is_one_registry_entry(monkeypatch):
     (derived,) = expand_checks([base], seed=5)[1:]
     assert derived.id == "c@two_seqs" and derived.check == "two_seqs"
     assert derived.runners == ["vllm-v2"] and derived.engine == {"max_num_seqs": 2}
-    assert derived.run_options == {"shuffle_seed": 5} and derived.serve.max_in_flight == 3
+    assert derived.run_options == {"shuffle_seed": 5} and derived.request.serve.max_in_flight == 3
     assert "check" not in derived.model_dump() and base.check is None
     assert check_not_in_effect(derived, {"effective": {"max_num_seqs": 2}}) is None
     reason = check_not_in_effect(derived, {"effective": {"max_num_seqs": 8}})

@@ -108,7 +108,8 @@ cases:
     family: colbert
     reference: pylate-colbert-token-embed
     model: {source: synthetic, arch: HF_ColBERT, seed: 30}
-    colbert: {query_prefix: q, document_prefix: d, role: query}
+    request:
+      colbert: {query_prefix: q, document_prefix: d, role: query}
 """
 
 
@@ -116,8 +117,9 @@ def test_matrix_takes_the_colbert_key(write_matrix):
     from harness.run.matrices import load_matrix
 
     (case,) = load_matrix(write_matrix(COLBERT_CASE)).cases
-    assert case.colbert.role == "query" and case.colbert.query_length == 32
-    assert case.colbert.send == "token_ids" and not case.colbert.attend_to_expansion_tokens
+    spec = case.request.colbert
+    assert spec.role == "query" and spec.query_length == 32
+    assert spec.send == "token_ids" and not spec.attend_to_expansion_tokens
 
 
 @pytest.mark.parametrize(
@@ -127,7 +129,7 @@ def test_matrix_takes_the_colbert_key(write_matrix):
         ("reference: pylate-colbert-token-embed", "reference: colbert-token-embed", "must build"),
         ("runners: [hf, vllm-v1]", "runners: [hf, vllm-serve-v1]", "offline LLM API only"),
         ("role: query}", "role: query, skiplist: [.]}", "skiplist applies to score"),
-        ("    colbert:", "    truncate: 8\n    colbert:", "drop truncate"),
+        ("      colbert:", "      truncate: 8\n      colbert:", "drop truncate"),
     ],
 )
 def test_matrix_refuses_a_colbert_key_a_side_cannot_follow(write_matrix, old, new, message):

@@ -149,7 +149,7 @@ def test_the_matrix_cases_ask_vllm_for_each_head_dtype_and_the_mutation_selects_
     for i, c in cases.items():
         fp32 = setting[i] != "model"
         assert c.reference == "hf-token-classification" + ("-fp32-head" if fp32 else "")
-        assert c.dtype == "bfloat16" and c.use_activation is False
+        assert c.dtype == "bfloat16" and c.request.use_activation is False
         assert c.model.config == LAYERLESS
         tol = c.tolerance("bfloat16")
         assert tol.k is None and tol.bounds() == {"max_abs": 1e-3}  # fixed, not calibrated

@@ -92,7 +92,7 @@ def test_an_instruction_is_refused_where_it_means_nothing():
 
     from tests.unit.test_compare import make_case
 
-    assert make_case(instruction=INSTRUCTION).instruction == INSTRUCTION
+    assert make_case(instruction=INSTRUCTION).request.instruction == INSTRUCTION
     with pytest.raises(ValidationError, match="instruction applies to task 'embed'"):
         make_case(task="classify", instruction=INSTRUCTION)
     with pytest.raises(ValidationError, match="instruction applies to task 'embed'"):

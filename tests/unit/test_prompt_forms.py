@@ -64,7 +64,7 @@ cases:
             "    inputs: {texts: [one, two]}\n",
             "needs >= 3 items",
         ),
-        ("    prompt_form: token_ids\n    truncate: 8\n", "drop one of them"),
+        ("    prompt_form: token_ids\n    request: {truncate: 8}\n", "drop one of them"),
         (
             "    prompt_form: embeds\n    engine: {enable_prompt_embeds: true}\n"
             "    runners: [hf, vllm-serve-v1]\n",

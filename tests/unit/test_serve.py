@@ -216,7 +216,7 @@ def test_a_rerank_index_out_of_range_is_the_servers_error():
 
 def test_rerank_needs_a_score_case_and_top_n_needs_rerank(write_matrix):
     head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: short-texts, runners: [hf],\n"
-    tol = "     tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}, serve: %s}\n"
+    tol = "     tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}, request: {serve: %s}}\n"
     with pytest.raises(MatrixError, match="serve.api 'rerank' needs task 'score', not 'embed'"):
         load_matrix(write_matrix(head % "embed" + tol % "{api: rerank}"))
     with pytest.raises(MatrixError, match="serve.top_n applies to serve.api 'rerank' only"):
@@ -379,7 +379,7 @@ def test_a_concurrency_check_must_prove_it_took_effect(check, peak, error):
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
     assert (
         derived.runners == ["vllm-serve-v1"]
-        and derived.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
+        and derived.request.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
     )
     # the server's own counts: some step held 2+ (concurrent), every step held one (sequential)
     batched = {"engine_steps": 3 if check == "concurrent" else 24, "requests_finished": 24}
@@ -631,7 +631,7 @@ def test_dimensions_are_sent_to_the_server_and_apply_to_embed_cases_only():
     _served(handler).run("embed", ["a text"], req(dimensions=2))
     assert sent == [2, None]  # the embeddings request, then /tokenize
     with pytest.raises(ValueError, match="dimensions applies to task 'embed' only, not 'score'"):
-        Case.model_validate({**_case("score").model_dump(), "dimensions": 2})
+        Case.model_validate({**_case("score").model_dump(), "request": {"dimensions": 2}})
 
 
 def test_a_server_never_healthy_is_stopped_after_the_start_timeout_the_env_sets(
@@ -759,13 +759,15 @@ def test_items_per_request_applies_to_embed_and_classify_only(write_matrix):
     head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: short-texts, runners: [hf, vllm-serve-v1],\n"
     tol = "     tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}, %s}\n"
     for task in ("embed", "classify"):
-        load_matrix(write_matrix(head % task + tol % "serve: {items_per_request: all}"))
+        load_matrix(write_matrix(head % task + tol % "request: {serve: {items_per_request: all}}"))
     with pytest.raises(MatrixError, match="serve.items_per_request applies to tasks 'embed'"):
-        load_matrix(write_matrix(head % "token_embed" + tol % "serve: {items_per_request: 2}"))
+        load_matrix(
+            write_matrix(head % "token_embed" + tol % "request: {serve: {items_per_request: 2}}")
+        )
     with pytest.raises(MatrixError, match="check 'batched_all' applies to tasks 'embed'"):
         load_matrix(write_matrix(head % "token_embed" + tol % "checks: [batched_all]"))
     with pytest.raises(MatrixError, match="items_per_request must be at least 1"):
-        load_matrix(write_matrix(head % "embed" + tol % "serve: {items_per_request: 0}"))
+        load_matrix(write_matrix(head % "embed" + tol % "request: {serve: {items_per_request: 0}}"))
 
 
 def _batched_requests(tmp_path, options: dict, logged: int | None = None, finished=None):
@@ -847,7 +849,7 @@ def test_a_batching_check_proves_its_batching_from_the_harness_and_the_servers_l
     monkeypatch.setattr(serve, "LOG_WAIT", 0.0)
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": [check]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
-    sent = options or derived.serve.model_dump()
+    sent = options or derived.request.serve.model_dump()
     requests = _batched_requests(tmp_path, sent, logged, finished)
     reason = check_not_in_effect(derived, {"requests": requests})
     assert reason == (None if error is None else f"invariance check {check} " + error)
@@ -943,7 +945,9 @@ def test_score_shapes_fit_score_cases_only(write_matrix):
     with pytest.raises(
         MatrixError, match="applies to /v1/embeddings, /classify and /score, not serve.api 'rerank'"
     ):
-        load_matrix(write_matrix(pairs + tol % "serve: {api: rerank, items_per_request: all}"))
+        load_matrix(
+            write_matrix(pairs + tol % "request: {serve: {api: rerank, items_per_request: all}}")
+        )
 
 
 @pytest.mark.parametrize(
@@ -1029,7 +1033,7 @@ def test_chat_requests_leave_add_special_tokens_to_the_servers_default():
 
 def test_api_pooling_needs_embed_or_classify(write_matrix):
     head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: %s, runners: [hf],\n"
-    tol = "     tolerances: {float32: {max_abs: 1.0e-5}}, serve: %s}\n"
+    tol = "     tolerances: {float32: {max_abs: 1.0e-5}}, request: {serve: %s}}\n"
     load_matrix(write_matrix(head % ("classify", "short-texts") + tol % "{api: pooling}"))
     with pytest.raises(MatrixError, match="serve.api 'pooling' applies to tasks 'embed' and"):
         load_matrix(write_matrix(head % ("token_classify", "short-texts") + tol % "{api: pooling}"))

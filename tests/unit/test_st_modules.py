@@ -72,17 +72,18 @@ cases:
 """
     ok = load_matrix(
         write_matrix(
-            head + "  - {id: a, family: f, task: embed, inputs: short-texts, prompt_name: query,"
+            head
+            + "  - {id: a, family: f, task: embed, inputs: short-texts, request: {prompt_name: query},"
             " model: {source: synthetic, arch: BertModel, pooling: mean,"
             " prompts: {query: 'query: '}}}\n"
         )
     )
-    assert ok.cases[0].prompt_name == "query"
+    assert ok.cases[0].request.prompt_name == "query"
     with pytest.raises(MatrixError, match="prompt_name applies to task 'embed'"):
         load_matrix(
             write_matrix(
                 head + "  - {id: b, family: f, task: classify, inputs: short-texts,"
-                " prompt_name: query, model: {source: synthetic,"
+                " request: {prompt_name: query}, model: {source: synthetic,"
                 " arch: BertForSequenceClassification}}\n",
                 name="b.yaml",
             )

@@ -112,7 +112,7 @@ def test_text_caps_are_request_fields_of_score_cases_only():
         "inputs": "query-document-pairs",
         "runners": ["hf", "vllm-serve-v1"],
         "tolerances": {"float32": {"max_abs": 1e-5}},
-        "max_tokens_per_doc": 12,
+        "request": {"max_tokens_per_doc": 12},
     }
     Case.model_validate(base)
     # offline too: LLM.score takes them as PoolingParams(extra_kwargs=...) (vllm 0.32)

@@ -15,7 +15,7 @@ from harness.models.synthetic import build
 from harness.run.execute import Executor
 from harness.runners import LoadRequest
 from harness.runners.serve import ServeRunner
-from tests.requests import req
+from tests.requests import nest, req
 
 TEXTS = ["the cat sat on the mat", "a dog ran", "where is the station?"]
 TOL = {"float32": Tolerance(max_abs=1e-5, max_rel=1e-4, cosine_distance=1e-6)}
@@ -30,7 +30,7 @@ def _case(task: str = "classify", **kw) -> Case:
         inputs="short-texts",
         runners=["hf", "vllm-v1"],
         tolerances=TOL,
-        **kw,
+        **nest(kw),
     )
 
 
@@ -39,7 +39,7 @@ def _case(task: str = "classify", **kw) -> Case:
 
 def test_use_activation_applies_to_the_tasks_that_have_a_post_processing():
     for task in ("embed", "classify", "token_embed", "token_classify", "reward"):
-        assert _case(task, use_activation=False).use_activation is False
+        assert _case(task, use_activation=False).request.use_activation is False
     for task in ("score", "step_reward"):
         with pytest.raises(ValueError, match="use_activation applies to tasks"):
             _case(task, use_activation=True)

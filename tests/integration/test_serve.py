@@ -135,7 +135,7 @@ class _KillServerAfter(httpx.AsyncBaseTransport):
 def live_server():
     from harness.matrix.schema import SyntheticModel
     from harness.models.resolve import resolve
-    from harness.runners import LoadRequest, serve
+    from harness.runners import LoadRequest, serve, serve_process
     from harness.runners.platform import Platform
 
     model = resolve(
@@ -152,8 +152,8 @@ def live_server():
     taken.bind(("127.0.0.1", 0))
     taken.listen()  # bound and listening: the server's bind of this port fails
     first = iter([taken.getsockname()[1]])
-    real_free_port = serve.free_port
-    serve.free_port = lambda: next(first, None) or real_free_port()
+    real_free_port = serve_process.free_port
+    serve_process.free_port = lambda: next(first, None) or real_free_port()
     runner = serve.ServeRunner("v1")
     pids: list[int] = []
     try:
@@ -163,7 +163,7 @@ def live_server():
         yield runner, info, taken.getsockname()[1], pids
     finally:
         runner.unload()
-        serve.free_port = real_free_port
+        serve_process.free_port = real_free_port
         taken.close()
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
@@ -177,25 +177,25 @@ TEXTS = [
 
 
 def _server_pids(runner) -> list[int]:
-    return [runner.proc.pid, *(p.pid for p in runner.tree)]
+    return [runner.server.proc.pid, *(p.pid for p in runner.server.tree)]
 
 
 def test_a_port_already_taken_is_retried_on_another(live_server):
     runner, info, taken, pids = live_server
     assert info["server"]["ports_in_use"] == [taken], info["server"]
-    assert not runner.url.endswith(f":{taken}") and runner.run("embed", TEXTS, req())[0].shape == (
-        64,
-    )
+    assert not runner.server.url.endswith(f":{taken}") and runner.run("embed", TEXTS, req())[
+        0
+    ].shape == (64,)
 
 
 def test_a_server_killed_mid_case_errors_that_case_and_the_next_case_restarts_it(live_server):
-    from harness.runners.serve import ServerFailure
+    from harness.runners.serve_decode import ServerFailure
 
     runner, _, _, pids = live_server
     before = runner.run("embed", TEXTS, req(max_in_flight=1))
     killed = _server_pids(runner)
     pids += killed
-    runner.transport = _KillServerAfter(5, runner.proc.pid)
+    runner.transport = _KillServerAfter(5, runner.server.proc.pid)
     with pytest.raises(ServerFailure) as e:
         runner.run("embed", TEXTS, req(max_in_flight=1))
     assert str(e.value).startswith("server exited (killed by SIGKILL"), str(e.value)
@@ -205,7 +205,7 @@ def test_a_server_killed_mid_case_errors_that_case_and_the_next_case_restarts_it
     after = runner.run("embed", TEXTS, req())  # the next case: a fresh server, the same answers
     print(f"restart and case: {time.perf_counter() - t0:.1f} s")
     pids += _server_pids(runner)
-    assert runner.restarts == 1 and runner.proc.pid not in killed
+    assert runner.server.restarts == 1 and runner.server.proc.pid not in killed
     assert all(np.array_equal(a, b) for a, b in zip(before, after))
     for pid in killed:  # the killed server's engine core went with the restart
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, (

@@ -359,7 +359,7 @@ def _served_token_ids(send_text: bool = False):
             return None
 
     runner = ServeRunner("v1")
-    runner.url, runner.model, runner.proc = "http://server.test", "m", _Alive()
+    runner.server.url, runner.model, runner.server.proc = "http://server.test", "m", _Alive()
     runner.transport = httpx.MockTransport(handler)
     runner._tokenizers = {"m": FakeTokenizer()}
     forms = ["token_ids"] * len(TEXTS)

@@ -21,14 +21,9 @@ from harness.matrix.schema import Case, MatrixError, Tolerance
 from harness.run.matrices import load_matrix
 from harness.runners import serve_decode
 from harness.runners.platform import Platform
-from harness.runners.serve import (
-    ServerFailure,
-    ServerTimeout,
-    ServeRunner,
-    cli_args,
-    free_port,
-    runner_from_log,
-)
+from harness.runners.serve import ServeRunner
+from harness.runners.serve_decode import ServerFailure, ServerTimeout
+from harness.runners.serve_process import cli_args, free_port, runner_from_log
 from tests.requests import req
 
 
@@ -108,7 +103,7 @@ class _Alive:
 
 def _served(handler) -> ServeRunner:
     runner = ServeRunner("v1")
-    runner.url, runner.model, runner.proc = "http://server.test", "m", _Alive()
+    runner.server.url, runner.model, runner.server.proc = "http://server.test", "m", _Alive()
     runner.transport = httpx.MockTransport(handler)
     return runner
 
@@ -517,8 +512,10 @@ def _base64_server(cut_item: int | None = None, cut=lambda vector: _b64(vector))
 
 
 def _with_log(runner: ServeRunner, tmp_path) -> ServeRunner:
-    runner.log_path = tmp_path / "server.log"
-    runner.log_path.write_text("INFO the server's own words\nERROR EngineCore failed: boom\n")
+    runner.server.log_path = tmp_path / "server.log"
+    runner.server.log_path.write_text(
+        "INFO the server's own words\nERROR EngineCore failed: boom\n"
+    )
     return runner
 
 
@@ -590,7 +587,7 @@ def test_a_connection_lost_to_a_server_that_exited_says_how_it_exited(tmp_path):
         _served(lambda request: (_ for _ in ()).throw(httpx.RemoteProtocolError("peer closed"))),
         tmp_path,
     )
-    runner.proc.poll = lambda: (setattr(runner, "proc", _Exited()), None)[
+    runner.server.proc.poll = lambda: (setattr(runner.server, "proc", _Exited()), None)[
         1
     ]  # alive at the start, dead after
     with pytest.raises(
@@ -603,10 +600,12 @@ def test_a_connection_lost_to_a_server_that_exited_says_how_it_exited(tmp_path):
 
 def test_the_next_case_restarts_a_server_that_died(monkeypatch):
     runner = _served(_embed_server())
-    runner.proc, runner.started_with = _Exited(), ("request", {})
-    monkeypatch.setattr(runner, "_launch", lambda: setattr(runner, "proc", _Alive()) or [])
+    runner.server.proc, runner.server.started_with = _Exited(), ("request", {})
+    monkeypatch.setattr(
+        runner.server, "_launch", lambda: setattr(runner.server, "proc", _Alive()) or []
+    )
     runner.run("embed", list(TEXTS), req())
-    assert runner.restarts == 1 and isinstance(runner.proc, _Alive)
+    assert runner.server.restarts == 1 and isinstance(runner.server.proc, _Alive)
     assert {meta["server_restarts"] for meta in runner.last_meta} == {
         1
     }  # the result says it ran on a restart
@@ -641,25 +640,24 @@ def test_a_server_never_healthy_is_stopped_after_the_start_timeout_the_env_sets(
     server is stopped when it runs out and the error names the limit and how to raise it."""
     import time
 
-    from harness.runners import LoadRequest
-    from harness.runners import serve as serve_mod
+    from harness.runners import LoadRequest, serve_process
 
     (tmp_path / "never_healthy.py").write_text("import time\ntime.sleep(120)\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    monkeypatch.setattr(serve_mod, "SERVER_MODULE", "never_healthy")
+    monkeypatch.setattr(serve_process, "SERVER_MODULE", "never_healthy")
     monkeypatch.setenv("PARITY_SERVE_START_TIMEOUT", "1.5")
     runner = ServeRunner("v1")
     req = LoadRequest(model_dir=str(tmp_path), dtype="float32", device="cpu")
     t0 = time.monotonic()
     with pytest.raises(ServerTimeout, match=r"not healthy after 2 s \(PARITY_SERVE_START_TIMEOUT"):
-        runner._start(req, {}, free_port())
+        runner.server._start(req, {}, free_port())
     assert time.monotonic() - t0 < 30
-    assert runner.proc is None
+    assert runner.server.proc is None
 
 
 @pytest.mark.parametrize("raw", ["soon", "0", "-5"])
 def test_a_bad_start_timeout_is_refused_naming_the_variable(monkeypatch, raw):
-    from harness.runners.serve import start_timeout
+    from harness.runners.serve_process import start_timeout
 
     monkeypatch.setenv("PARITY_SERVE_START_TIMEOUT", raw)
     with pytest.raises(ServerFailure, match="PARITY_SERVE_START_TIMEOUT"):
@@ -777,17 +775,17 @@ def _batched_requests(tmp_path, options: dict, logged: int | None = None, finish
 
     log: list = []
     runner = _served(_batched_embed_server(log=log))
-    runner.log_path = tmp_path / "server.log"
-    runner.log_path.write_text("INFO started\n")
+    runner.server.log_path = tmp_path / "server.log"
+    runner.server.log_path.write_text("INFO started\n")
 
-    original = runner._logged_posts
+    original = runner.server.logged_posts
 
     def logged_posts(path, mark, expected):
-        with open(runner.log_path, "a") as f:
+        with open(runner.server.log_path, "a") as f:
             f.writelines(log[: len(log) if logged is None else logged])
         return original(path, mark, expected)
 
-    runner._logged_posts = logged_posts
+    runner.server.logged_posts = logged_posts
     runner.run("embed", list(TEXTS), req(**options))
     requests = _requests(runner, str(tmp_path / "out"))
     items = len(TEXTS) if finished is None else finished
@@ -844,9 +842,9 @@ def _batched_requests(tmp_path, options: dict, logged: int | None = None, finish
 def test_a_batching_check_proves_its_batching_from_the_harness_and_the_servers_log(
     tmp_path, monkeypatch, check, options, logged, finished, error
 ):
-    from harness.runners import serve
+    from harness.runners import serve_process
 
-    monkeypatch.setattr(serve, "LOG_WAIT", 0.0)
+    monkeypatch.setattr(serve_process, "LOG_WAIT", 0.0)
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": [check]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
     sent = options or derived.request.serve.model_dump()
@@ -869,7 +867,7 @@ def test_a_batching_check_without_a_server_log_is_not_proven(tmp_path):
 
 
 def test_uvicorn_access_lines_are_counted_per_endpoint_and_status():
-    from harness.runners.serve import count_posts
+    from harness.runners.serve_process import count_posts
 
     text = (
         'INFO:     127.0.0.1:56174 - "POST /v1/embeddings HTTP/1.1" 200 OK\n'

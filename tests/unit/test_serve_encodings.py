@@ -217,7 +217,7 @@ def _binary_server(fault: str = ""):
 
 def _run(options: dict, fault: str = "") -> tuple[list[np.ndarray], ServeRunner]:
     runner = ServeRunner("v1")
-    runner.url, runner.model, runner.proc = "http://server.test", "m", _Alive()
+    runner.server.url, runner.model, runner.server.proc = "http://server.test", "m", _Alive()
     runner.transport = httpx.MockTransport(_binary_server(fault))
     return runner.run("embed", list(TEXTS), req(**options)), runner
 

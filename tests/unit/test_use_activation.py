@@ -96,8 +96,8 @@ def test_the_server_sends_use_activation_in_the_request_body():
         return httpx.Response(200, json={"data": [{"data": [[0.1]]}], "usage": {}})
 
     runner = ServeRunner("v1")
-    runner.url, runner.model = "http://server.test", "m"
-    runner.proc = type("Alive", (), {"poll": lambda self: None})()
+    runner.server.url, runner.model = "http://server.test", "m"
+    runner.server.proc = type("Alive", (), {"poll": lambda self: None})()
     runner.transport = httpx.MockTransport(handler)
     runner.run("classify", ["a text"], req(use_activation=False))
     runner.run("reward", ["a text"], req(use_activation=True))

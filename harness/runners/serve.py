@@ -17,7 +17,6 @@ that dies during a case fails that case; the next case starts a new one.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from typing import Any
@@ -27,15 +26,14 @@ import numpy as np
 from harness.engine.target import vllm_provenance
 from harness.matrix.request import Request
 from harness.runners import LoadRequest
-from harness.runners.prompt_forms import form_of, paired, st_prompt, token_ids
+from harness.runners.prompt_forms import form_of, paired, token_ids
 from harness.runners.serve_decode import (
     ServerFailure,
-    decode_base64,
-    decode_bytes,
     match_by_index,
     match_rerank,
     same_length,
 )
+from harness.runners.serve_endpoints import item_request, route
 from harness.runners.serve_process import (
     SERVER_MODULE,
     ServerProcess,
@@ -379,6 +377,7 @@ class ServeRunner:
     async def _one(
         self, client, task: str, i: int, item, request: Request
     ) -> tuple[np.ndarray, dict]:
+        """One item as its own request, through the endpoint table (serve_endpoints)."""
         form, item = form_of(item)
         sent: dict[str, Any] = {}
         if form == "token_ids":  # the HF tokenizer's ids, sent as `input: [[ids]]`
@@ -387,128 +386,19 @@ class ServeRunner:
             item = [ids_sent]
         elif form != "text":
             raise ValueError(f"the vllm-serve runner sends text and token ids, not {form!r}")
-        if request.padding:
-            raise ValueError("the vllm-serve runner does not implement a case's padding")
-        trunc = {"truncate_prompt_tokens": request.truncate} if request.truncate else {}
-        if trunc and request.truncation_side:
-            trunc["truncation_side"] = request.truncation_side
-        dims = {"dimensions": request.dimensions} if request.dimensions else {}
-        # use_activation: the request field of /v1/embeddings, /classify and /pooling (post-
-        # processing on or off); absent: the server's default
-        act = request.use_activation
-        base = {
-            "model": self.model,
-            **trunc,
-            **({"use_activation": bool(act)} if act is not None else {}),
-        }
-        usage = None
-        chat = request.chat.model_dump() if request.chat is not None else None
-        chat_ids = None
-        if chat:
-            # vLLM's chat pooling requests (`messages`, rendered by the server's chat template)
-            from harness.matrix.chat import conversation, template_options
-
-            if task not in ("embed", "classify") or form != "text":
-                raise ValueError(
-                    "chat is sent to /v1/embeddings, /classify or /pooling, as text items"
-                )
-            kwargs = chat.get("chat_template_kwargs") or {}
-            conv = {
-                "messages": conversation(item, chat),
-                **template_options(chat),
-                **({"chat_template_kwargs": kwargs} if kwargs else {}),
-                # absent unless asked: the request's default (false for chat requests)
-                **({"add_special_tokens": True} if chat.get("add_special_tokens") else {}),
-            }
-            if request.serve.api == "pooling":  # the same messages as a /pooling request
-                body = {**base, **dims, **conv, "task": task}
-                ans = await self._post(client, "/pooling", body, i)
-                out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
-            elif task == "embed":
-                body = {**base, **dims, **conv, "encoding_format": "float"}
-                ans = await self._post(client, "/v1/embeddings", body, i)
-                out = np.asarray(ans["data"][0]["embedding"], dtype=np.float32)
-            else:
-                ans = await self._post(client, "/classify", {**base, **conv}, i)
-                out = np.asarray(ans["data"][0]["probs"], dtype=np.float32)
-            if not trunc:  # the ids vLLM renders the same conversation to (its /tokenize)
-                tok = await self._post(client, "/tokenize", {"model": self.model, **conv}, i)
-                chat_ids = [int(t) for t in tok["tokens"]]
-        elif task in ("embed", "classify") and request.serve.api == "pooling":
-            body = {**base, **dims, "input": item, "task": task}
-            ans = await self._post(client, "/pooling", body, i)
-            out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
-        elif task == "embed" and request.prompt_name:
-            # vLLM's Cohere-style /v2/embed: `input_type` names a prompt of the model's
-            # config_sentence_transformers.json, which the server prepends itself
-            if (
-                trunc
-                or act is not None
-                or form != "text"
-                or request.serve.encoding_format != "float"
-            ):
-                raise ValueError(
-                    "prompt_name is sent through /v2/embed: text, float, no truncate, "
-                    "no use_activation"
-                )
-            body = {
-                "model": self.model,
-                "texts": [item],
-                "input_type": request.prompt_name,
-                "embedding_types": ["float"],
-                **({"output_dimension": dims["dimensions"]} if dims else {}),
-            }
-            ans = await self._post(client, "/v2/embed", body, i)
-            out = np.asarray(ans["embeddings"]["float"][0], dtype=np.float32)
-            usage = ((ans.get("meta") or {}).get("billed_units") or {}).get("input_tokens")
-            # the text the server ran: its prompt (read from the same file) + the item
-            item = st_prompt(self.model, request.prompt_name) + item
-        elif task == "embed":
-            fmt = request.serve.encoding_format
-            # binary answers asked for with their dtype and byte order named (float32 little-endian
-            # unless the case says otherwise; vLLM's default order is the server's native one)
-            enc = (
-                request.serve.embed_dtype,
-                request.serve.endianness,
-            )
-            dtype = {"embed_dtype": enc[0], "endianness": enc[1]} if fmt != "float" else {}
-            body = {**base, **dims, "input": item, "encoding_format": fmt, **dtype}
-            if fmt in ("bytes", "bytes_only"):  # raw values in the body; metadata in a header
-                r = await self._post(client, "/v1/embeddings", body, i, raw=True)
-                meta = r.headers.get("metadata")
-                if fmt == "bytes" and meta is None:
-                    raise ServerFailure(f"item {i}: the bytes answer has no metadata header")
-                out = decode_bytes(r.content, meta, i, *enc)
-                ans = json.loads(meta) if meta else {}  # usage, from the metadata
-            else:
-                ans = await self._post(client, "/v1/embeddings", body, i)
-                vec = ans["data"][0]["embedding"]
-                out = (
-                    decode_base64(vec, i, *enc)
-                    if fmt == "base64"
-                    else np.asarray(vec, dtype=np.float32)
-                )
-        elif task == "classify":
-            ans = await self._post(client, "/classify", {**base, "input": item}, i)
-            out = np.asarray(ans["data"][0]["probs"], dtype=np.float32)
-        elif task == "score":
-            q, d = item
-            body = {**base, **request.text_caps(), "text_1": q, "text_2": d}
-            ans = await self._post(client, "/score", body, i)
-            out = np.asarray([ans["data"][0]["score"]], dtype=np.float32)
-        elif task in ("token_classify", "token_embed", "reward", "step_reward"):
-            pooling_task = "token_classify" if task in ("reward", "step_reward") else task
-            ans = await self._post(
-                client, "/pooling", {**base, "input": item, "task": pooling_task}, i
-            )
-            out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
-        else:
-            raise ValueError(f"the vllm-serve runner does not implement task {task!r}")
-        ids = chat_ids
-        if not chat and isinstance(item, str) and not trunc:  # pairs, images: one text only
-            tok = await self._post(client, "/tokenize", {"model": self.model, "prompt": item}, i)
+        it = item_request(task, i, item, self.model, request)
+        endpoint = route(it, form)
+        ans = await self._post(client, endpoint.path, endpoint.body(it), i, raw=endpoint.raw)
+        out, usage = endpoint.decode(ans, it)
+        # the ids vLLM ran, from its /tokenize of the same conversation or text; none when
+        # truncated (/tokenize would not cut them) or for pairs and images (no one text)
+        text = endpoint.text(it)
+        asked = {**it.conv} if it.conv is not None else {"prompt": text}
+        ids = None
+        if not it.trunc and (it.conv is not None or isinstance(text, str)):
+            tok = await self._post(client, "/tokenize", {"model": self.model, **asked}, i)
             ids = [int(t) for t in tok["tokens"]]
-        if usage is None:  # what the server says it ran, one prompt here
+        if usage is None and not endpoint.raw:  # what the server says it ran, one prompt here
             usage = (ans.get("usage") or {}).get("prompt_tokens")
         return out.astype(np.float32), {
             "prompt_token_ids": ids,

@@ -33,11 +33,13 @@ from harness.runners.serve_decode import (
     match_rerank,
     same_length,
 )
-from harness.runners.serve_endpoints import item_request, route
+from harness.runners.serve_endpoints import BATCHED, item_request, route
 from harness.runners.serve_process import (
     SERVER_MODULE,
     ServerProcess,
     log_tail,
+    metrics_delta,
+    parse_metrics,
     runner_from_log,
     vllm_version,
 )
@@ -421,50 +423,6 @@ class ServeRunner:
                 )
             }
         return self._tokenizers[self.model]
-
-
-# vLLM's Prometheus metrics (vllm/v1/metrics/loggers.py): a histogram observed once per engine
-# step that finished a request (async_llm.py output_handler: one IterationStats per engine-core
-# output message), and the requests finished, by reason
-ENGINE_STEPS = "vllm:iteration_tokens_total_count"
-REQUESTS_FINISHED = "vllm:request_success_total"
-
-
-# tasks whose endpoint takes a list `input` and answers `data[]` with an `index` per input:
-# (endpoint, the output's field in each entry)
-BATCHED = {
-    "embed": ("/v1/embeddings", "embedding"),
-    "classify": ("/classify", "probs"),
-    "score": ("/score", "score"),  # text_1 and text_2 lists (N:N), or one text_1 (1:N)
-}
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text exposition -> {metric name: value summed over its label sets}."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        try:
-            value = float(line.rsplit("}", 1)[-1].split()[0])
-        except (ValueError, IndexError):
-            continue
-        out[name] = out.get(name, 0.0) + value
-    return out
-
-
-def metrics_delta(before: dict[str, float] | str, after: dict[str, float] | str) -> dict[str, Any]:
-    """What the server counted during one run: engine steps that finished requests, requests
-    finished, and the fewest requests its fullest step can have held (ceil(requests / steps))."""
-    if isinstance(before, str) or isinstance(after, str):
-        return {"error": before if isinstance(before, str) else after}
-    delta: dict[str, Any] = {}
-    for key, name in (("engine_steps", ENGINE_STEPS), ("requests_finished", REQUESTS_FINISHED)):
-        delta[key] = int(after[name] - before.get(name, 0.0)) if name in after else None
-    steps, done = delta["engine_steps"], delta["requests_finished"]
-    delta["peak_batch_at_least"] = -(-done // steps) if steps and done is not None else None
-    return delta
 
 
 class _Limited:

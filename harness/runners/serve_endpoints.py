@@ -15,6 +15,13 @@ from harness.matrix.request import Request
 from harness.runners.prompt_forms import st_prompt
 from harness.runners.serve_decode import ServerFailure, decode_base64, decode_bytes
 
+# tasks whose endpoint takes a list `input` and answers `data[]` with an `index` per input:
+# (endpoint, the output's field in each entry)
+BATCHED = {
+    "embed": ("/v1/embeddings", "embedding"),
+    "classify": ("/classify", "probs"),
+    "score": ("/score", "score"),  # text_1 and text_2 lists (N:N), or one text_1 (1:N)
+}
 # the pooling tasks every request of which goes to /pooling (reward models: token_classify)
 TOKEN_TASKS = {"token_classify": "token_classify", "token_embed": "token_embed"}
 TOKEN_TASKS |= {"reward": "token_classify", "step_reward": "token_classify"}

@@ -502,6 +502,7 @@ class Case(_Strict):
 
     @model_validator(mode="after")
     def _serve_api_fits_task(self) -> "Case":
+        """The server options (`request.serve`, the checks' batching) where the task takes them."""
         if self.request.serve.api == "rerank" and self.task != "score":
             raise ValueError(f"serve.api 'rerank' needs task 'score', not {self.task!r}")
         if self.request.serve.api == "pooling" and self.task not in ("embed", "classify"):
@@ -547,6 +548,11 @@ class Case(_Strict):
                     f"{what} applies to /v1/embeddings, /classify and /score, not serve.api "
                     f"{self.request.serve.api!r}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _request_fits_the_task(self) -> "Case":
+        """The request options (and an expected refusal) where the task and form take them."""
         caps = list(self.request.text_caps())
         if caps:
             if self.task != "score":
@@ -600,6 +606,12 @@ class Case(_Strict):
             raise ValueError(
                 "chat applies to tasks embed and classify sent as text, without prompt_name"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _forms_and_runners_fit(self) -> "Case":
+        """Prompt forms, ColBERT ids and LoRA where the runners can send them; calibrated
+        tolerances in half precision only."""
         _check_prompt_form(self)
         check_colbert(self)
         if self.lora is not None:

@@ -65,18 +65,7 @@ def _serve(runner_name: str, reply) -> None:
                 elif op == "run":
                     if not loaded:
                         raise RuntimeError("run requested before a model was loaded")
-                    request = Request(**msg.get("request", {}))
-                    outs = runner.run(msg["task"], msg["items"], request)
-                    run_s = time.perf_counter() - t0
-                    save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
-                    reply(
-                        {
-                            "ok": True,
-                            "seconds": run_s,
-                            "n": len(outs),
-                            "requests": _requests(runner, msg["out"]),
-                        }
-                    )
+                    reply(_run(runner, runner_name, msg, t0))
                 elif op == "mteb":
                     if not loaded:
                         raise RuntimeError("mteb requested before a model was loaded")
@@ -107,6 +96,16 @@ def _serve(runner_name: str, reply) -> None:
         # servers behind, parented to init)
         if runner is not None and loaded:
             runner.unload()
+
+
+def _run(runner, runner_name: str, msg: dict, t0: float) -> dict:
+    """A `run` request: the items through the runner as the case's Request says, the outputs
+    saved, and the answer (with the requests' evidence)."""
+    request = Request(**msg.get("request", {}))
+    outs = runner.run(msg["task"], msg["items"], request)
+    run_s = time.perf_counter() - t0
+    save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
+    return {"ok": True, "seconds": run_s, "n": len(outs), "requests": _requests(runner, msg["out"])}
 
 
 def _requests(runner, out: str) -> dict | None:

@@ -13,6 +13,7 @@ from typing import Callable, NamedTuple
 
 from harness.matrix.inputs import input_set
 from harness.matrix.prompt_forms import item_forms
+from harness.matrix.request import request_of
 from harness.matrix.runner_names import runner_info
 from harness.matrix.schema import Case
 from harness.run.plan import Load, ModelProblem, Plan
@@ -309,43 +310,15 @@ class Executor:
     def _run_request(case: Case, runner: str, run_dir: Path) -> tuple[dict, Path]:
         """The `run` request of a case: its inputs through the runner, outputs to the run folder."""
         out = output_path(run_dir, case.id, runner)
-        info = runner_info(runner)
-        options = {"reference": case.reference, **case.hf} if info.is_hf else dict(case.run_options)
-        if info.is_server:
-            options.update(case.serve.model_dump())
-        if case.truncate:
-            options["truncate"] = case.truncate
-        if case.truncation_side:
-            options["truncation_side"] = case.truncation_side
-        if case.padding:
-            options["padding"] = case.padding
-        if case.expect is not None and case.expect.refused:
-            options["expect_refusal"] = True
-        if case.dimensions:
-            options["dimensions"] = case.dimensions
-        if case.prompt_name:
-            options["prompt_name"] = case.prompt_name
-        if case.instruction:
-            options["instruction"] = case.instruction
-        # per request: vLLM is sent it, the reference follows it (an engine-wide setting reaches
-        # the reference only as the case's `hf: {use_activation}`, in the options above)
-        if case.use_activation is not None:
-            options["use_activation"] = case.use_activation
-        if case.chat is not None:
-            options["chat"] = case.chat.model_dump()
-        if case.colbert is not None:
-            options["colbert"] = case.colbert.model_dump()
-        for cap in ("max_tokens_per_query", "max_tokens_per_doc"):
-            if getattr(case, cap):
-                options[cap] = getattr(case, cap)
         items = list(input_set(case.inputs).items)
-        if case.prompt_form != "text":  # what each item is sent as, the reference's too
-            options["prompt_forms"] = item_forms(case.prompt_form, len(items))
+        # what each item is sent as, the reference's too
+        forms = item_forms(case.prompt_form, len(items)) if case.prompt_form != "text" else None
+        request = request_of(case, runner_info(runner).is_hf, forms)
         return {
             "op": "run",
             "task": case.task,
             "items": items,
-            "options": options,
+            "request": request.wire(),
             "out": str(out),
         }, out
 

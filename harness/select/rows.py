@@ -177,7 +177,7 @@ def case_facts(case: Case, source: VllmSource, base_dir: Path) -> CaseFacts:
     )
     fixes = tuple(source.config_fixes(arch, case.engine.get("model_impl"))) if arch else ()
     # serve.api pooling: an embed or classify case the server runners send to /pooling
-    api = "pooling" if case.serve.api == "pooling" else API_OF_TASK[case.task]
+    api = "pooling" if case.request.serve.api == "pooling" else API_OF_TASK[case.task]
     return CaseFacts(arch, files, api, token, late, fixes)
 
 

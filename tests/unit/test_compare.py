@@ -5,6 +5,7 @@ from harness.judge.compare import compare, degenerate_reference
 from harness.judge.metrics import cosine_distance, max_abs, max_rel, rank_disagreement
 from harness.judge.side import Side
 from harness.matrix.schema import Case, Tolerance
+from tests.requests import nest
 
 TOL = Tolerance(cosine_distance=1e-6, max_abs=1e-5)
 
@@ -19,7 +20,7 @@ def make_case(**kw) -> Case:
         runners=["hf", "vllm-v1"],
         tolerances={"float32": TOL.model_dump()},
     )
-    return Case.model_validate({**base, **kw})
+    return Case.model_validate({**base, **nest(kw)})
 
 
 def vecs(n=4, d=8, seed=0):

@@ -13,6 +13,8 @@ MODULE = "vllm.entrypoints.pooling.embed.io_processor"
 FILES = ["vllm/entrypoints/pooling/embed/io_processor.py"]
 CASES = ["serve-*-embed-chunked"]
 MATRIX = "matrices/serve.yaml"
+# front-end code the V1 and V2 servers share: one server runner is the whole test
+RUNNERS = ["vllm-serve-v1"]
 
 
 def apply(module):

@@ -13,6 +13,8 @@ MODULE = "vllm.pooling_params"
 FILES = ["vllm/pooling_params.py"]
 CASES = ["*-matryoshka-embed-dims*"]
 MATRIX = "matrices/serve.yaml"
+# front-end code the V1 and V2 servers share: one server runner is the whole test
+RUNNERS = ["vllm-serve-v1"]
 
 
 class _UnboundedSize:

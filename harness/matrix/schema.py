@@ -93,6 +93,9 @@ class SyntheticModel(_Strict):
     config: dict[str, Any] = Field(default_factory=dict)
     # sentence-transformers modules saved beside the weights (pooling + normalize)
     pooling: Literal["mean", "cls", "lasttoken"] | None = None
+    # how 1_Pooling/config.json says it: one boolean per mode (sentence-transformers < 5.4) or
+    # the `pooling_mode` string of >= 5.4 (vllm#45995: vLLM once read only the booleans)
+    pooling_format: Literal["verbose", "compact"] = "verbose"
     normalize: bool = False
     # sentence-transformers Dense modules between Pooling and Normalize, in order (needs pooling)
     dense: list[StDense] = Field(default_factory=list)
@@ -114,6 +117,8 @@ class SyntheticModel(_Strict):
                 "dense / prompts are sentence-transformers modules: they need `pooling` "
                 "(the modules.json they are written into)"
             )
+        if self.pooling_format != "verbose" and self.pooling is None:
+            raise ValueError("pooling_format describes 1_Pooling/config.json: it needs `pooling`")
         if self.default_prompt_name is not None and self.default_prompt_name not in self.prompts:
             raise ValueError(
                 f"default_prompt_name {self.default_prompt_name!r} is not one of the prompts "

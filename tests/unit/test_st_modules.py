@@ -199,3 +199,23 @@ def test_st_prompt_reads_the_models_prompt_or_refuses(stack_dir, tmp_path):
         st_prompt(str(stack_dir), "passage")
     with pytest.raises(ValueError, match="cannot read"):
         st_prompt(str(tmp_path), "query")
+
+
+def test_pooling_format_compact_writes_the_sentence_transformers_5_4_form(tmp_path):
+    """`pooling_format: compact` is the 1_Pooling/config.json sentence-transformers >= 5.4 saves
+    (the form vllm#45995 left unread); the default stays the verbose booleans."""
+    from sentence_transformers.models import Pooling
+
+    spec = dict(source="synthetic", arch="BertModel", seed=3, pooling="mean")
+    build(SyntheticModel(**spec, pooling_format="compact"), tmp_path / "c")
+    build(SyntheticModel(**spec), tmp_path / "v")
+    compact = json.loads((tmp_path / "c" / "1_Pooling" / "config.json").read_text())
+    verbose = json.loads((tmp_path / "v" / "1_Pooling" / "config.json").read_text())
+    assert compact == {"embedding_dimension": 64, "pooling_mode": "mean"}
+    assert verbose["pooling_mode_mean_tokens"] is True and "pooling_mode" not in verbose
+    assert Pooling.load(str(tmp_path / "c" / "1_Pooling")).pooling_mode == "mean"
+
+
+def test_pooling_format_needs_pooling():
+    with pytest.raises(ValidationError, match="pooling_format describes 1_Pooling"):
+        SyntheticModel(source="synthetic", arch="BertModel", pooling_format="compact")

@@ -270,10 +270,13 @@ def _write_sentence_transformers(out: Path, spec: SyntheticModel, dim: int, max_
         "cls": "pooling_mode_cls_token",
         "lasttoken": "pooling_mode_lasttoken",
     }
-    pooling_cfg = {
-        "word_embedding_dimension": dim,
-        **{v: k == spec.pooling for k, v in modes.items()},
-    }
+    if spec.pooling_format == "compact":  # sentence-transformers >= 5.4 writes this
+        pooling_cfg = {"embedding_dimension": dim, "pooling_mode": spec.pooling}
+    else:
+        pooling_cfg = {
+            "word_embedding_dimension": dim,
+            **{v: k == spec.pooling for k, v in modes.items()},
+        }
     (pooling_dir / "config.json").write_text(json.dumps(pooling_cfg, indent=2, sort_keys=True))
     modules.append(
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}

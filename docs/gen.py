@@ -293,7 +293,7 @@ def cli_md() -> str:
     from harness.cli import build_parser
 
     parser = build_parser()
-    doc = (inspect.getdoc(sys.modules[build_parser.__module__]) or "").strip()
+    doc = inspect.cleandoc(parser.description or "")
     lines = [
         "# Command line: `parity`",
         "",

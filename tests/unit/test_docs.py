@@ -3,6 +3,7 @@ cover the parser and the schema, the README keeps CI's commands and its links, a
 builds strictly (a broken link or a page left out of nav fails; run where mkdocs is importable,
 i.e. by `nox -s docs`)."""
 
+import argparse
 import importlib.util
 import os
 import re
@@ -59,7 +60,7 @@ def test_the_cli_page_has_every_subcommand_and_option():
 
     page = _gen().cli_md()
     parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for name, subparser in sub.choices.items():
         assert f"`parity {name}`" in page, name
         for action in subparser._actions:

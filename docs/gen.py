@@ -105,7 +105,7 @@ ENV_VARS = (
     ),
     EnvVar(
         "PARITY_CACHE",
-        "~/.cache/parity-harness",
+        "$XDG_CACHE_HOME/parity-harness (~/.cache/parity-harness)",
         "Synthetic checkpoints, LoRA adapters and other built artefacts.",
         True,
     ),

@@ -207,6 +207,12 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _code(text: str) -> str:
+    """Inline code in a table cell: a pipe cannot be escaped inside backticks, so it goes between."""
+    parts = re.split(r"\s*\|\s*", str(text).replace("\n", " "))
+    return " \\| ".join(f"`{part}`" for part in parts)
+
+
 def environment_md() -> str:
     lines = [
         "# Environment variables",
@@ -389,7 +395,7 @@ def _model_md(cls: type) -> list[str]:
             continue
         note = f.description or comments.get(name, "")
         lines.append(
-            f"| `{name}` | `{_cell(_type_name(f.annotation))}` | `{_cell(_default(f))}` | "
+            f"| `{name}` | {_code(_type_name(f.annotation))} | {_code(_default(f))} | "
             f"{_cell(note)} |"
         )
     return [*lines, ""]

@@ -208,7 +208,7 @@ def _cell(text: object) -> str:
 
 
 def _code(text: str) -> str:
-    """Inline code in a table cell: a pipe cannot be escaped inside backticks, so it goes between."""
+    """Inline code in a table cell: a pipe cannot be escaped inside backticks: it goes between."""
     parts = re.split(r"\s*\|\s*", str(text).replace("\n", " "))
     return " \\| ".join(f"`{part}`" for part in parts)
 

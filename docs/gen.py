@@ -181,26 +181,35 @@ ENV_VARS = (
 )
 
 
-def env_vars() -> list[EnvVar]:
-    """harness.settings' declarations when that module lists them, else the list above."""
+def _declared_in_settings() -> list[EnvVar]:
+    """harness.settings' own declarations (`described()`), when that module exists."""
     try:
         settings = importlib.import_module("harness.settings")
     except ImportError:
-        return list(ENV_VARS)
-    lister = getattr(settings, "env_vars", None) or getattr(settings, "documented", None)
+        return []
+    lister = getattr(settings, "described", None) or getattr(settings, "env_vars", None)
     if lister is None:
-        return list(ENV_VARS)
+        return []
     out = []
     for s in lister():
+        default = getattr(s, "default", None)
         out.append(
             EnvVar(
-                s.name,
-                str(getattr(s, "default", "-")),
+                getattr(s, "env", None) or s.name,
+                "-" if default in (None, "") else str(default),
                 getattr(s, "doc", ""),
-                bool(getattr(s, "user", True)),
+                bool(getattr(s, "user_facing", getattr(s, "user", True))),
             )
         )
     return out
+
+
+def env_vars() -> list[EnvVar]:
+    """Every variable: harness.settings' declarations first, then the names only the list above
+    declares (the ci/ scripts' own, and any the settings module does not hold yet)."""
+    declared = _declared_in_settings()
+    names = {v.name for v in declared}
+    return declared + [v for v in ENV_VARS if v.name not in names]
 
 
 def _cell(text: object) -> str:

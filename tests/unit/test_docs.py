@@ -40,7 +40,7 @@ def _names_read() -> dict[str, str]:
 
 
 def test_every_parity_variable_is_in_the_table_and_every_row_is_read():
-    documented = {v.name for v in _gen().env_vars()}
+    documented = {v.name for v in _gen().env_vars() if v.name.startswith("PARITY_")}
     read = _names_read()
     missing = {n: where for n, where in read.items() if n not in documented}
     assert not missing, f"PARITY_* names read but not in docs/gen.py's table: {missing}"

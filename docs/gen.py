@@ -355,7 +355,8 @@ def _field_comments(cls: type) -> dict[str, str]:
 
 def _type_name(annotation: object) -> str:
     text = repr(annotation) if not isinstance(annotation, type) else annotation.__name__
-    text = re.sub(r"typing\.|harness\.matrix\.schema\.|<class '([^']*)'>", r"\1", text)
+    text = re.sub(r"<class '([^']*)'>", r"\1", text)
+    text = re.sub(r"typing\.|harness\.[a-z_.]*\.(?=[A-Z])", "", text)
     text = re.sub(r"Annotated\[([^,\[\]]*(\[[^\]]*\])?), [^\]]*\]", r"\1", text)
     text = re.sub(r"^Optional\[(.*)\]$", r"\1 | None", text)
     return text.replace("NoneType", "None")

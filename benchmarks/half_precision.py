@@ -6,7 +6,7 @@ dtype (HF in that dtype against HF in float32) and the runner's error over it, p
     python benchmarks/half_precision.py --rejudge matrices/pooling.yaml /tmp/half-bf16/report.json
 
 These are the measurements the calibrated bounds of matrices/pooling.yaml (k, floors) come from
-(README, "Half precision"). Every calibrated metric in report.json carries its value, HF's own
+(docs/explanation/tolerances.md). Every calibrated metric in report.json carries its value, HF's own
 error (`ref_error`) and the ratio. `--rejudge MATRIX` first judges the run's outputs on disk again
 with MATRIX's bounds (harness.run.session.verdict_for, the path a run takes), so candidate bounds
 can be tried on one run's outputs without running the engines again.

@@ -325,5 +325,5 @@ def _unclassified(inf: Inference, why: str) -> str:
         f"Found:\n{found}\n"
         f"Families considered (matrices/pooling.yaml):\n{considered}\n"
         f"Write its case by hand in a matrix that includes matrices/pooling.yaml, e.g.:\n{entry}\n"
-        'and run it with `parity run -m THAT.yaml` (README, "The matrix").'
+        "and run it with `parity run -m THAT.yaml` (docs/reference/matrix.md)."
     )

@@ -26,7 +26,7 @@ from harness.engine.env import ROOT, release_env
 from harness.engine.target import DISTRIBUTION, EngineSpecError, check_supported
 from harness.settings import current
 
-# every release that installs here and runs (docs/releases.md)
+# every release that installs here and runs (docs/measurements/releases.md)
 DEFAULT_RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
 OFFLINE_RUNNERS = ("vllm-v1", "vllm-v2", "vllm-auto")
 NOT_RUN = (

@@ -170,7 +170,7 @@ class Tolerance(_Strict):
     With `k` (half precision only) the bounds are calibrated: the runner is measured against the
     HF reference run in float32, and each metric's bound is k x the HF reference's own error in
     this dtype (its distance to the float32 reference, same metric) + the value given here, the
-    floor. README "Half precision" gives the measurements k and the floors come from."""
+    floor. docs/measurements/half-precision.md has the measurements k and the floors come from."""
 
     cosine_distance: float | None = None  # max over items of 1 - cos(a, b)
     max_abs: float | None = None

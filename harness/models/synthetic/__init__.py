@@ -7,7 +7,7 @@ from a vocabulary shipped in harness/data (no training: WordPiece training is no
 This module is the core: the ArchFamily registry, seeded weights, build() and the cache key.
 Each backbone family is one builder module of this package (bert, qwen, modernbert, lfm2, clip,
 colpali, qwen2_vl, xlm_roberta) that calls `register(name, ArchFamily(...))`; `discover()` imports
-them all the first time ARCHS is read, so adding a module is enough (docs/adding-a-family.md).
+them all the first time ARCHS is read, so adding a module is enough (docs/contributing/).
 
 Run as `python -m harness.models.synthetic '<SyntheticModel JSON>'` to build one into the cache.
 """

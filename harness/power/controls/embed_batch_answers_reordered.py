@@ -2,7 +2,7 @@
 each keeping its own (right) index. The OpenAI API matches entries by `index`, so a harness that
 does too stays green; one matching by position would go red. Outside the catalogue (a mutation
 there must go red): run through the hook with PARITY_MUTATION_DIR=harness/power/controls
-(README, "Batched requests")."""
+(docs/explanation/server.md, "Batched requests")."""
 
 TARGETS = ">=0.32,<0.33"
 BUG_CLASS = "batching/order"

@@ -6,7 +6,7 @@ recipes live in the other modules of this package, one per family (sentence_tran
 sequence, reward, colbert, clip, siglip, colpali, jina_vl, bge_m3, splade, yes_no_reranker,
 qwen2_vl_embed, gme, flag_llm_reranker, masked_lm, chunked, fp32_head, gritlm), found by
 `discover()` the first time the registry is read. Add a family by adding, at most, one module
-here (docs/adding-a-family.md). A recipe module imports numpy at most at module level (torch and
+here (docs/contributing/). A recipe module imports numpy at most at module level (torch and
 transformers inside its functions): the parent process reads the registry to validate matrices.
 """
 

@@ -154,7 +154,7 @@ def sided_pair_encoding(tokenizer, query: str, document: str, keep: int, side: s
     then 1), then the last (left) or first (right) `keep` positions of every field, token types
     and attention mask with the ids they belong to. It is not the tokenizer's own
     `truncation_side` with `truncation=True`, which cuts inside the longer text and keeps the
-    special tokens (README, "Truncation": measured, the scores differ by up to 0.22)."""
+    special tokens (docs/explanation/checks.md: measured, the scores differ by up to 0.22)."""
     full = tokenizer(query, document)
     cut = slice(-keep, None) if side == "left" else slice(0, keep)
     return {k: list(v)[cut] for k, v in full.items()}

@@ -1,4 +1,4 @@
-"""The real-bug table (issue #42): the YAML validates, docs/power.md shows exactly its rendering,
+"""The real-bug table (issue #42): the YAML validates, docs/measurements/power.md shows exactly its rendering,
 and every REPLAYS of the catalogue names a bug in it (and every replay it names replays it)."""
 
 from pathlib import Path
@@ -7,7 +7,7 @@ import pytest
 
 from harness.power import catalogue, real_bugs
 
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "power.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "measurements" / "power.md"
 
 
 def _write(tmp_path, text: str) -> Path:
@@ -40,7 +40,7 @@ def test_docs_table_is_the_rendering_of_the_yaml():
     section = real_bugs.docs_section(DOCS.read_text(encoding="utf-8"))
     assert section is not None, f"{DOCS} has no real-bugs table between the markers"
     assert section == real_bugs.render_table(real_bugs.load()), (
-        "docs/power.md's real-bugs table is not the YAML's: "
+        "docs/measurements/power.md's real-bugs table is not the YAML's: "
         "python -m harness.power.real_bugs --table, and paste it between the markers"
     )
 

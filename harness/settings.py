@@ -120,6 +120,12 @@ class Settings:
         "seconds a `vllm serve` start may take (default 420)",
         _number("seconds"),
     )
+    stop_grace: float = _setting(
+        "PARITY_STOP_GRACE",
+        3.0,
+        "seconds a stopped run gives its processes between SIGTERM and SIGKILL",
+        _number("seconds"),
+    )
     mteb_data: Path | None = _setting(
         "PARITY_MTEB_DATA", None, "a folder of MTEB task data (default: the shipped tasks)", _path
     )

@@ -47,8 +47,9 @@ SUPPORT: dict[tuple[int, int], dict[str, str]] = {
         "runner_choice": "VllmConfig._get_v2_model_runner_unsupported_features",
         "gc_hooks": "gc.freeze/unfreeze around engine start and shutdown",
     },
-    # 0.29 and 0.30: measured 2026-12-02 (docs/measurements/releases.md): V1 and V2 rows read back their
-    # runner class, V2 ran through the shim with the alias, the audit's reason came from the probe
+    # 0.29 and 0.30: measured 2026-12-02 (docs/measurements/releases.md): V1 and V2 rows read back
+    # their runner class, V2 ran through the shim with the alias, the audit's reason came from the
+    # probe
     (0, 30): {
         "runner_class": "model runner class (same modules as 0.32)",
         "triton_shim": "V2 on CPU: `cpu` backend entry point plus a `vllm` distribution alias",

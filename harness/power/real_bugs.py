@@ -1,9 +1,9 @@
 """The real-bug denominator (issue #42): vLLM's pooling bugs of a year, read from real_bugs.yaml.
 
 `load()` validates the file (pydantic; errors name the entry and the field); `render_table()`
-writes the docs/measurements/power.md table from it, so the docs and the YAML cannot drift (a unit test holds
-them equal); `counts()` gives found / CPU-visible / caught. `python -m harness.power.real_bugs
---table` prints the table, `--counts` the counts.
+writes the docs/measurements/power.md table from it, so the docs and the YAML cannot drift (a
+unit test holds them equal); `counts()` gives found / CPU-visible / caught.
+`python -m harness.power.real_bugs --table` prints the table, `--counts` the counts.
 """
 
 from __future__ import annotations

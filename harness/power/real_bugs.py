@@ -170,7 +170,7 @@ def _row(bug: RealBug) -> str:
 
 
 def render_table(table: RealBugTable) -> str:
-    """The docs/measurements/power.md section between TABLE_BEGIN and TABLE_END (markers included)."""
+    """docs/measurements/power.md's section between TABLE_BEGIN and TABLE_END (with the markers)."""
     c = counts(table)
     lines = [
         TABLE_BEGIN,

@@ -2,7 +2,7 @@
 
 Layers, lowest first; a module imports only from its own layer or lower ones:
 
-    engine < matrix < models < runners < judge < report < run < select, mteb, power, check < cli
+    engine < matrix < models < runners < judge < report < run < select, mteb, power, check, repro < cli
 
 `harness.engine` is standard library only (nox runs it before anything is installed), a worker
 process never imports the matrix schema or yaml, no module imports another's private name, and
@@ -26,7 +26,7 @@ LAYERS = [
     {"judge"},
     {"report"},
     {"run"},
-    {"select", "mteb", "power", "check"},
+    {"select", "mteb", "power", "check", "repro"},
     {"cli", "pytest_plugin", "matrix_tests", "__init__"},
 ]
 # what runs inside a worker process: its entry point and every runner implementation

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.matrix.images import image, is_image
 from harness.matrix.inputs import input_set
 from harness.matrix.runner_names import runner_info
 from harness.matrix.schema import Case
@@ -121,15 +122,33 @@ def export_case(
         model_dir = resolve(case.model, Path(matrix_path).parent).path
     arch = (json.loads((model_dir / "config.json").read_text()).get("architectures") or [""])[0]
     recipe = resolve_recipe(case.task, arch, case.reference) or ""
+    if recipe == "colbert-token-embed" and not (model_dir / "1_Dense").is_dir():
+        raise ReproError(
+            f"{case.where}: {case.id}: no script template for a ColBERT without 1_Dense (its "
+            "reference is a module of the harness, harness/models/refmodels.py)"
+        )
     spec = _spec(case, runner, str(info.variant), recipe, dtype, device, model_dir, result)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(model_dir, out / "model", symlinks=False)
-    items = [list(it) if isinstance(it, tuple) else it for it in input_set(case.inputs).items]
+    items = [_item(it, out) for it in input_set(case.inputs).items]
     (out / "inputs.json").write_text(json.dumps({"name": case.inputs, "items": items}, indent=1))
     (out / "repro.py").write_text(render(spec))
     (out / "row.json").write_text(json.dumps(_row(case, runner, result), indent=1))
     (out / "README.md").write_text(readme(spec, case, runner, recipe, matrix_path, result))
     return Exported(out, case.id, runner, recipe)
+
+
+def _item(item: Any, out: Path) -> Any:
+    """An input as JSON: a pair as a list, an image reference as a PNG file in out/inputs/."""
+    if isinstance(item, tuple):
+        return [_item(x, out) for x in item]
+    if is_image(item):
+        name = "inputs/" + str(item["image"]).replace("/", "-") + ".png"
+        (out / "inputs").mkdir(exist_ok=True)
+        if not (out / name).exists():
+            image(item["image"]).save(out / name, format="PNG")  # lossless
+        return {**item, "image": name}
+    return item
 
 
 def _options(case: Case) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

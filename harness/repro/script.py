@@ -75,8 +75,20 @@ RECORDED = {recorded}
 _TAIL = '''
 
 def load_items():
-    return [tuple(it) if isinstance(it, list) else it for it in json.loads(
-        (HERE / "inputs.json").read_text())["items"]]
+    """Texts, (query, document) pairs, or {"image": file in inputs/, "text": its prompt}."""
+    items = json.loads((HERE / "inputs.json").read_text())["items"]
+    return [load_item(tuple(it) if isinstance(it, list) else it) for it in items]
+
+
+def load_item(item):
+    if isinstance(item, tuple):
+        return tuple(load_item(x) for x in item)
+    if isinstance(item, dict) and "image" in item:
+        from PIL import Image
+
+        with Image.open(HERE / item["image"]) as im:
+            return {**item, "image": im.copy()}
+    return item
 
 
 def show(name, out):

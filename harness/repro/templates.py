@@ -150,12 +150,127 @@ def reference(items):
     "transformers",
 )
 
+ST_EMBED_CHUNKED = Template(
+    '''
+def reference(items):
+    """vLLM's documented chunked processing (pooler_config enable_chunked_processing,
+    max_embed_len): the prompt's token ids cut into runs of max_model_len (`chunk_tokens`), each
+    run through the model's own sentence-transformers modules, the chunk vectors averaged
+    weighted by their token counts, L2-normalised again when the model ends with Normalize."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize
+
+    st = SentenceTransformer(
+        MODEL,
+        device=DEVICE,
+        trust_remote_code=TRUST_REMOTE_CODE,
+        model_kwargs={"dtype": getattr(torch, DTYPE)},
+        local_files_only=True,
+    )
+    size, tok = int(OPTIONS["chunk_tokens"]), st.tokenizer
+    normalize = any(isinstance(m, Normalize) for m in st)
+
+    def embed(chunk):
+        t = torch.tensor([chunk], dtype=torch.long, device=DEVICE)
+        features = {"input_ids": t, "attention_mask": torch.ones_like(t)}
+        if "token_type_ids" in tok.model_input_names:
+            features["token_type_ids"] = torch.zeros_like(t)
+        return st.forward(features)["sentence_embedding"][0].to(torch.float32)
+
+    outs = []
+    with torch.inference_mode():
+        for text in items:
+            ids = tok(text, truncation=False)["input_ids"]
+            parts = [ids[i : i + size] for i in range(0, len(ids), size)]
+            vecs = torch.stack([embed(p) for p in parts])
+            weights = torch.tensor([len(p) for p in parts], dtype=torch.float32)
+            avg = (vecs * weights[:, None]).sum(dim=0) / weights.sum()
+            avg = torch.nn.functional.normalize(avg, dim=-1) if normalize else avg
+            outs.append(avg.cpu().numpy().astype(np.float32))
+    return outs
+''',
+    frozenset({"chunk_tokens"}),
+    "sentence-transformers",
+)
+
+COLBERT_TOKEN_EMBED = Template(
+    '''
+def reference(items):
+    """ColBERT token embeddings of a backbone + sentence-transformers Dense (1_Dense): the
+    backbone's last hidden state of every token (special tokens included), the projection,
+    L2 normalisation per token."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(MODEL, trust_remote_code=TRUST_REMOTE_CODE)
+    backbone = AutoModel.from_pretrained(
+        MODEL, dtype=getattr(torch, DTYPE), trust_remote_code=TRUST_REMOTE_CODE
+    ).to(DEVICE).eval()
+    weight = load_file(str(Path(MODEL) / "1_Dense" / "model.safetensors"))["linear.weight"]
+    outs = []
+    with torch.inference_mode():
+        for text in items:
+            enc = tok(text, return_tensors="pt", truncation=True,
+                      max_length=OPTIONS.get("truncate"))
+            enc = {k: v.to(DEVICE) for k, v in enc.items()}
+            hidden = backbone(**enc, use_cache=False).last_hidden_state[0]
+            projected = hidden @ weight.to(hidden.device, hidden.dtype).T
+            vecs = torch.nn.functional.normalize(projected, dim=-1)
+            outs.append(vecs.float().cpu().numpy().astype(np.float32))
+    return outs
+''',
+    frozenset({"truncate"}),
+    "transformers",
+)
+
+COLQWEN3_TOKEN_EMBED = Template(
+    '''
+def reference(items):
+    """ColQwen3 multi-vector embeddings by the model's own published code, colpali-engine's
+    ColQwen3 and ColQwen3Processor: a query (the text as process_queries leaves it) through
+    process_texts, a page image through process_images; one item per forward."""
+    import torch
+    from colpali_engine.models import ColQwen3, ColQwen3Processor
+
+    model, info = ColQwen3.from_pretrained(
+        MODEL, dtype=getattr(torch, DTYPE), output_loading_info=True
+    )
+    missing = set(info.get("missing_keys") or ())
+    if missing - {"custom_text_proj.bias"}:
+        raise ValueError(f"checkpoint does not match colpali-engine's ColQwen3: {missing}")
+    if missing:  # a bias-free projection: zero, not transformers' initialisation
+        with torch.no_grad():
+            model.custom_text_proj.bias.zero_()
+    model = model.to(DEVICE).eval()
+    proc = ColQwen3Processor.from_pretrained(MODEL)
+    outs = []
+    for item in items:
+        if isinstance(item, dict):  # a page: its prompt is the processor's visual prefix
+            assert item.get("text") == proc.visual_prompt_prefix, item.get("text")
+            enc = proc.process_images(images=[item["image"]])
+            enc["pixel_values"] = enc["pixel_values"].to(model.dtype)
+        else:
+            enc = proc.process_texts(texts=[item])
+        with torch.inference_mode():
+            out = model(**{k: v.to(DEVICE) for k, v in enc.items()})
+        outs.append(out[0].float().cpu().numpy().astype(np.float32))
+    return outs
+''',
+    frozenset(),
+    "transformers and colpali-engine (the model's own code)",
+)
+
 # by the harness's recipe name (harness/runners/hf)
 REFERENCES: dict[str, Template] = {
     "st-embed": ST_EMBED,
+    "st-embed-chunked": ST_EMBED_CHUNKED,
     "st-cross-encoder": ST_CROSS_ENCODER,
     "hf-sequence-classification": HF_SEQUENCE_CLASSIFICATION,
     "splade-max": SPLADE_MAX,
+    "colbert-token-embed": COLBERT_TOKEN_EMBED,
+    "colqwen3-token-embed": COLQWEN3_TOKEN_EMBED,
 }
 
 _LLM = '''
@@ -239,9 +354,17 @@ VLLM_TOKEN_EMBED = Template(
     _LLM
     + """
 
+def vllm_prompt(item):
+    # a text as is; a page as vLLM's multimodal prompt (its text holds the image placeholder)
+    if isinstance(item, dict):
+        return {"prompt": item.get("text", ""), "multi_modal_data": {"image": item["image"]}}
+    return item
+
+
 def vllm_outputs(items):
     llm = engine()
-    outs = llm.encode(list(items), pooling_task="token_embed", **request_kwargs())
+    prompts = [vllm_prompt(it) for it in items]
+    outs = llm.encode(prompts, pooling_task="token_embed", **request_kwargs())
     return [np.asarray(o.outputs.data.float(), dtype=np.float32) for o in outs]
 """,
     frozenset({"truncate"}),

@@ -70,10 +70,12 @@ def test_a_recorded_vllm_bug_reproduces_standalone(case_id, tmp_path):
         said = [ln for ln in out.splitlines() if ln.startswith(ERROR_PREFIX)]
         assert code == 1 and said, f"vLLM did not raise:\n{out[-3000:]}"
         assert div.error_match in said[0], said[0]
+        print(f"{case_id}: {said[0]}")
         return
     assert div.bounds is not None and div.bounds.max_abs is not None
     got, bound = measured(out), case.tolerances["float32"].max_abs
     envelope = div.bounds.max_abs
+    print(f"{case_id}: max_abs_diff {got:.6g} (tolerance {bound:g}, envelope {envelope:g})")
     assert bound is not None and got > bound, f"{got} within the tolerance {bound}"
     # the recorded envelope is the measured figure plus a margin: the same order of magnitude
     assert envelope / 10 <= got <= envelope, f"{got} is not the recorded ~{envelope}"
@@ -85,4 +87,5 @@ def test_a_passing_row_reproduces_within_the_tolerance(tmp_path):
     code, out = run_repro(tmp_path / "repro")
     got, bound = measured(out), case.tolerances["float32"].max_abs
     assert bound is not None and got <= bound, out[-3000:]
+    print(f"bert-tiny-mean-embed: max_abs_diff {got:.6g} (tolerance {bound:g})")
     assert code == 0

@@ -115,6 +115,7 @@ def test_the_script_is_python_that_imports_no_harness(model_dir, tmp_path):
         "numpy",
         "torch",
         "importlib",
+        "PIL",
         "vllm",
         "transformers",
         "sentence_transformers",
@@ -187,7 +188,7 @@ def test_a_row_of_a_report_exports_with_the_engine_arguments_it_ran(model_dir, t
         _result("bert-tiny-mean-embed", "vllm-v2", "fail", model_dir).model_dump(),
     ]
     run = _report(tmp_path, rows)
-    done = export_row(run, "bert-tiny-mean-embed", tmp_path / "out")  # its one red vLLM row
+    done = export_row(run, "bert-tiny-mean-embed", tmp_path / "out")  # its red vLLM row
     assert done.runner == "vllm-v2"
     script = (done.folder / "repro.py").read_text()
     assert "'kv_cache_memory_bytes': 1234" in script
@@ -195,6 +196,20 @@ def test_a_row_of_a_report_exports_with_the_engine_arguments_it_ran(model_dir, t
     assert json.loads((done.folder / "row.json").read_text())["status"] == "fail"
     done = export_row(run, "bert-tiny-mean-embed/vllm-v1", tmp_path / "v1")
     assert done.runner == "vllm-v1"
+
+
+def test_of_several_red_rows_v1_is_chosen_and_a_green_case_names_its_rows(model_dir, tmp_path):
+    rows = [
+        _result("bert-tiny-mean-embed", r, s, model_dir)
+        for r, s in (("vllm-auto", "fail"), ("vllm-v2", "xfail"), ("vllm-v1", "error"))
+    ]
+    report = Report.model_validate_json(_report(tmp_path, rows).joinpath("report.json").read_text())
+    assert find_result(report, "bert-tiny-mean-embed", None, "r").runner == "vllm-v1"
+    green = report.model_copy(
+        update={"results": [r.model_copy(update={"status": "pass"}) for r in report.results]}
+    )
+    with pytest.raises(ReproError, match="no red vLLM row.*vllm-auto \\(pass\\)"):
+        find_result(green, "bert-tiny-mean-embed", None, "r")
 
 
 def test_unknown_rows_name_what_there_is(model_dir, tmp_path):

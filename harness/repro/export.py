@@ -90,6 +90,7 @@ def export_row(report_dir: Path, row: str, out: Path, matrix: str | None = None)
     if case is None:
         raise ReproError(f"{matrix_path}: no case {case_id!r} (the run's matrix changed?)")
     model_dir = Path(str(result.model.get("path") or ""))
+    reference = next((x for x in report.references if x.case_id == case_id), None)
     return export_case(
         case,
         result.runner,
@@ -98,6 +99,7 @@ def export_row(report_dir: Path, row: str, out: Path, matrix: str | None = None)
         result=result,
         model_dir=model_dir if model_dir.is_dir() else None,
         device=result.device or "cpu",
+        reference_versions=dict(reference.info.get("versions") or {}) if reference else {},
     )
 
 
@@ -109,8 +111,10 @@ def export_case(
     result: Result | None = None,
     model_dir: Path | None = None,
     device: str = "cpu",
+    reference_versions: dict[str, str] | None = None,
 ) -> Exported:
-    """`case` on `runner` as a folder in `out` (refused when `out` holds anything)."""
+    """`case` on `runner` as a folder in `out` (refused when `out` holds anything);
+    `reference_versions`: the libraries the recorded reference ran with, for the README."""
     info = runner_info(runner)
     if not info.is_vllm or info.is_server:
         raise ReproError(
@@ -136,7 +140,9 @@ def export_case(
     (out / "inputs.json").write_text(json.dumps({"name": case.inputs, "items": items}, indent=1))
     (out / "repro.py").write_text(render(spec))
     (out / "row.json").write_text(json.dumps(_row(case, runner, result), indent=1))
-    (out / "README.md").write_text(readme(spec, case, runner, recipe, matrix_path, result))
+    (out / "README.md").write_text(
+        readme(spec, case, runner, recipe, matrix_path, result, reference_versions or {})
+    )
     return Exported(out, case.id, runner, recipe)
 
 

@@ -7,9 +7,9 @@ from harness.report.model import Result
 from harness.repro.script import ScriptSpec
 
 
-def _versions(result: Result | None) -> str:
+def _versions(result: Result | None, reference: dict[str, str]) -> str:
     info = result.info if result else {}
-    found = dict(info.get("versions") or {})
+    found = {**reference, **(info.get("versions") or {})}
     dist = (info.get("vllm") or {}).get("distribution")
     if dist:
         found["vllm"] = f"{found.get('vllm', '')} ({dist})".strip()
@@ -25,6 +25,7 @@ def readme(
     recipe: str,
     matrix_path: str,
     result: Result | None,
+    reference_versions: dict[str, str],
 ) -> str:
     """The folder's README: enough for a vLLM issue (command, versions, expected vs got)."""
     status = result.status if result else "recorded divergence"
@@ -44,7 +45,7 @@ def readme(
   `repro.py` (`ENGINE`).
 - Recorded by parity-harness: {recorded}.
 - Tolerance ({spec.dtype}): {bounds}.
-- Versions of the recorded run: {_versions(result)}.
+- Versions of the recorded run: {_versions(result, reference_versions)}.
 
 ## Run
 

@@ -165,9 +165,10 @@ def _result(case_id: str, runner: str, status: str, model: Path) -> Result:
     )
 
 
-def _report(tmp_path, results) -> Path:
+def _report(tmp_path, results, references=()) -> Path:
     report = Report.model_validate(
         {
+            "references": list(references),
             "harness_version": "test",
             "matrix": "matrices/pooling.yaml",
             "matrix_sha256": "",
@@ -187,8 +188,10 @@ def test_a_row_of_a_report_exports_with_the_engine_arguments_it_ran(model_dir, t
         _result("bert-tiny-mean-embed", "vllm-v1", "pass", model_dir).model_dump(),
         _result("bert-tiny-mean-embed", "vllm-v2", "fail", model_dir).model_dump(),
     ]
-    run = _report(tmp_path, rows)
+    ref = {"case_id": "bert-tiny-mean-embed", "status": "ok", "info": {"versions": {"st": "9"}}}
+    run = _report(tmp_path, rows, [ref])
     done = export_row(run, "bert-tiny-mean-embed", tmp_path / "out")  # its red vLLM row
+    assert "st 9" in (done.folder / "README.md").read_text()  # the reference's versions
     assert done.runner == "vllm-v2"
     script = (done.folder / "repro.py").read_text()
     assert "'kv_cache_memory_bytes': 1234" in script

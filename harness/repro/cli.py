@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from harness.matrix.schema import MatrixError
+from harness.models.cache import ModelUnavailable
 from harness.repro.export import ReproError, export_row
 
 
@@ -35,11 +36,15 @@ def add_repro_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    """0 exported; 2 a row, report, matrix or folder that cannot be used (a usage error)."""
+    """0 exported; 2 a row, report, matrix, model or folder that cannot be used (a usage or
+    setup error)."""
     try:
         done = export_row(Path(args.report), args.row, Path(args.out), args.matrix)
     except (ReproError, MatrixError) as e:
         print(f"parity repro: {e}", file=sys.stderr)
+        return 2
+    except ModelUnavailable as e:
+        print(f"parity repro: the row's model is not here: {e}", file=sys.stderr)
         return 2
     print(
         f"exported {done.case_id} on {done.runner} (reference recipe {done.recipe}) to "

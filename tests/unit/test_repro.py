@@ -39,7 +39,8 @@ CONVENTIONS = {
     "jina-vl-tiny-image-rerank": "torchvision vs PIL image processors (transformers' two twins)",
     "jina-vl-tiny-image-rerank-v2": "torchvision vs PIL image processors",
     "jina-vl-tiny-image-query-rerank": "torchvision vs PIL image processors",
-    "colpali-tiny-maxsim-score-vllm": "vLLM documents ColPali prompts as the user's to template",
+    "colpali-tiny-maxsim-score-vllm": "vLLM sends PaliGemmaProcessor's prompts, not ColPali's "
+    "query/page templates (21 vs 34 query vectors): a prompting convention that masks the rest",
     "qwen2-vl-tiny-gme-image-embed": "the model card's code (no position_ids), not transformers",
     "bert-tiny-cross-encoder-score-truncated-left-hf-tokenizer": "vLLM's documented truncation "
     "rule (last N tokens of the pair) vs the tokenizer's own",

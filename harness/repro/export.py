@@ -159,25 +159,32 @@ def _item(item: Any, out: Path) -> Any:
     return item
 
 
+REQUEST_FIELDS = (
+    "truncate",
+    "truncation_side",
+    "padding",
+    "dimensions",
+    "prompt_name",
+    "instruction",
+    "use_activation",
+    "max_tokens_per_query",
+    "max_tokens_per_doc",
+)
+
+
 def _options(case: Case) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(request options both sides take, reference-only options, vLLM-only options)."""
+    # a case's request options: under its `request:` where the schema has one, else on the case
+    request = getattr(case, "request", None) or case
     common: dict[str, Any] = {}
-    for name in (
-        "truncate",
-        "truncation_side",
-        "padding",
-        "dimensions",
-        "prompt_name",
-        "instruction",
-        "use_activation",
-        "max_tokens_per_query",
-        "max_tokens_per_doc",
-    ):
-        if getattr(case, name) is not None:
-            common[name] = getattr(case, name)
-    for name in ("chat", "colbert", "lora"):
-        if getattr(case, name) is not None:
-            common[name] = getattr(case, name).model_dump()
+    for name in REQUEST_FIELDS:
+        if getattr(request, name, None) is not None:
+            common[name] = getattr(request, name)
+    for name in ("chat", "colbert"):
+        if getattr(request, name, None) is not None:
+            common[name] = getattr(request, name).model_dump()
+    if case.lora is not None:
+        common["lora"] = case.lora.model_dump()
     if case.prompt_form != "text":
         common["prompt_form"] = case.prompt_form
     if case.expect is not None:

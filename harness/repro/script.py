@@ -38,10 +38,7 @@ _HEAD = '''\
 
 {reason}
 
-Standalone: needs {needs} (no parity-harness). Run `python repro.py`: it computes the
-reference (Hugging Face) and vLLM's output for the inputs in inputs.json with the checkpoint
-in model/, prints both and their largest absolute difference, and exits 0 when that is within
-the case's tolerance, 1 when it is beyond it or vLLM raised (usable with `git bisect run`).
+{about}
 """
 
 import json
@@ -133,18 +130,19 @@ def versions():
 
 def main():
     print(f"python {sys.version.split()[0]}; {versions()}")
+    print(f"recorded by parity-harness: {RECORDED}")
     items = load_items()
     ref = reference(items)
     try:
         got = vllm_outputs(items)
-    except Exception as e:  # the row may record vLLM refusing: show its own message
-        print(f"ERROR_PREFIX {type(e).__name__}: {e}")
+    except Exception as e:  # the row may record vLLM refusing: show its own message, one line
+        said = str(e).replace("\\n", " | ")
+        print(f"ERROR_PREFIX {type(e).__name__}: {said}")
         return 1
     worst = compare(ref, got)
     if worst is None:
         return 1
     bound = TOLERANCE.get("max_abs")
-    print(f"recorded by parity-harness: {RECORDED}")
     print(f"tolerance max_abs: {bound}")
     print(f"RESULT_PREFIX {worst:.6g}")
     return 0 if bound is not None and worst <= bound else 1
@@ -173,7 +171,14 @@ def render(spec: ScriptSpec) -> str:
     head = _HEAD.format(
         title=spec.title,
         reason=textwrap.fill(spec.reason.replace('"""', "'''"), 96),
-        needs=needs,
+        about=textwrap.fill(
+            f"Standalone: needs {needs} (no parity-harness). Run `python repro.py`: it computes "
+            "the reference (Hugging Face) and vLLM's output for the inputs in inputs.json with "
+            "the checkpoint in model/, prints both and their largest absolute difference, and "
+            "exits 0 when that is within the case's tolerance, 1 when it is beyond it or vLLM "
+            "raised (usable with `git bisect run`).",
+            96,
+        ),
         runner_line=_runner_line(spec.variant),
         device=spec.device,
         dtype=spec.dtype,

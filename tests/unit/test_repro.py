@@ -8,6 +8,7 @@ import ast
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.cli import main as parity_main
@@ -232,3 +233,43 @@ def test_cli_usage_errors_exit_2(model_dir, tmp_path, capsys):
     out = tmp_path / "out"
     assert parity_main(["repro", "bert-tiny-mean-embed", "--from", str(run), "-o", str(out)]) == 0
     assert (out / "repro.py").is_file()
+
+
+def _script(folder: Path) -> dict:
+    """repro.py's functions, loaded as a module is (its main not run)."""
+    scope = {"__name__": "repro", "__file__": str(folder / "repro.py")}
+    exec(compile((folder / "repro.py").read_text(), "repro.py", "exec"), scope)
+    return scope
+
+
+@pytest.mark.parametrize(
+    "vllm_side, code, said",
+    [
+        (lambda items: [np.ones(4, np.float32) for _ in items], 0, "max_abs_diff: 0\n"),
+        (lambda items: [np.full(4, 1.5, np.float32) for _ in items], 1, "max_abs_diff: 0.5\n"),
+        (lambda items: [np.ones(3, np.float32) for _ in items], 1, "shapes differ"),
+        (lambda items: 1 / 0, 1, "vllm raised: ZeroDivisionError: division by zero\n"),
+    ],
+)
+def test_the_script_reports_the_difference_and_exits_on_the_tolerance(
+    model_dir, tmp_path, capsys, vllm_side, code, said
+):
+    done = _export(model_dir, tmp_path / "out")
+    scope = _script(done.folder)
+    scope["reference"] = lambda items: [np.ones(4, np.float32) for _ in items]
+    scope["vllm_outputs"] = vllm_side
+    assert scope["main"]() == code
+    assert said in capsys.readouterr().out
+
+
+def test_a_multi_line_vllm_error_is_printed_on_one_line(model_dir, tmp_path, capsys):
+    scope = _script(_export(model_dir, tmp_path / "out").folder)
+    scope["reference"] = lambda items: []
+
+    def refuse(items):
+        raise ValueError("engine failed\nFollowing weights were not initialized: {'x.bias'}")
+
+    scope["vllm_outputs"] = refuse
+    assert scope["main"]() == 1
+    line = "vllm raised: ValueError: engine failed | Following weights were not initialized"
+    assert line in capsys.readouterr().out

@@ -6,6 +6,7 @@ so the check can go both ways. One process per reproduction, vLLM V1 on CPU."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -92,3 +93,28 @@ def test_a_passing_row_reproduces_within_the_tolerance(tmp_path):
     assert bound is not None and got <= bound, out[-3000:]
     print(f"bert-tiny-mean-embed: max_abs_diff {got:.6g} (tolerance {bound:g})")
     assert code == 0
+
+
+def test_a_row_of_a_real_run_exports_and_reproduces_its_recorded_figure(tmp_path):
+    """`parity run` records the row, `parity repro` exports it from report.json: the script's
+    difference is the one the run recorded (same checkpoint, inputs and engine arguments)."""
+    case_id = "bert-tiny-cross-encoder-score-transformers-backend"
+    run, folder = tmp_path / "run", tmp_path / "repro"
+    for args in (
+        ["run", "-m", "matrices/pooling.yaml", "-k", case_id, "-r", "vllm-v1", "--out", str(run)],
+        ["repro", case_id, "--from", str(run), "--out", str(folder)],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness.cli", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    row = json.loads((folder / "row.json").read_text())
+    recorded = {m["name"]: m["value"] for m in row["metrics"]}["max_abs"]
+    code, out = run_repro(folder)
+    got = measured(out)
+    print(f"{case_id}: recorded {recorded:.6g}, reproduced {got:.6g}")
+    assert code == 1 and got == pytest.approx(recorded, rel=1e-4)

@@ -742,6 +742,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     rep.set_defaults(func=cmd_report)
+    from harness.repro.cli import add_repro_parser  # `parity repro`: harness/repro/cli.py
+
+    add_repro_parser(sub)
     sub.add_parser(
         "power",
         add_help=False,

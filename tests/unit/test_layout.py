@@ -3,7 +3,7 @@
 Layers, lowest first; a module imports only from its own layer or lower ones:
 
     engine, settings < matrix < models < runners < judge < report < run < select, mteb, power,
-    check < cli
+    check, repro < cli
 
 `harness.engine` and `harness.settings` are standard library only (nox runs them before anything
 is installed), a worker process never imports the matrix schema or yaml, no module imports
@@ -27,7 +27,7 @@ LAYERS = [
     {"judge"},
     {"report"},
     {"run"},
-    {"select", "mteb", "power", "check"},
+    {"select", "mteb", "power", "check", "repro"},
     {"cli", "pytest_plugin", "matrix_tests", "__init__"},
 ]
 # what runs inside a worker process: its entry point and every runner implementation

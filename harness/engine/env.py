@@ -32,11 +32,13 @@ from pathlib import Path
 
 from harness.engine.target import (
     COMPILED_SOURCES,
+    IMPORTABLE,
     OVERLAY_STAMP,
     PINNED,
     TORCHVISION_PATCH_MARK,
     EngineSpec,
     EngineSpecError,
+    check_runnable,
     check_supported,
     git,
     spec_from_env,
@@ -93,8 +95,20 @@ class EngineEnv:
         return env
 
 
+# set in the environment of a command run inside the engine of this spec (its describe()): the
+# CLI runs a command in-process when it asks for that spec, instead of launching it there again
+IN_ENGINE_ENV = "PARITY_IN_ENGINE"
+
+
 def engines_dir() -> Path:
-    return Path(os.environ.get("PARITY_ENGINES") or ROOT / ".nox" / "engines")
+    """PARITY_ENGINES, else .nox/engines of the project checkout, else (an install outside a
+    checkout) the user's cache folder."""
+    if os.environ.get("PARITY_ENGINES"):
+        return Path(os.environ["PARITY_ENGINES"])
+    if (ROOT / "noxfile.py").is_file():
+        return ROOT / ".nox" / "engines"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "parity-harness" / "engines"
 
 
 def _python_for_venvs() -> str:
@@ -494,8 +508,25 @@ def export_ref(repo: Path, ref: str) -> tuple[Path, str]:
     return dest, commit
 
 
+def importable_env(spec: EngineSpec) -> EngineEnv:
+    """The Python running this, when it imports vLLM (found, never imported) and transformers."""
+    import importlib.util
+
+    missing = [m for m in ("vllm", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise EngineSpecError(
+            f"--vllm {IMPORTABLE}: {sys.executable} cannot import {', '.join(missing)}; install "
+            "your vLLM there (e.g. VLLM_TARGET_DEVICE=cpu pip install -e YOUR_VLLM) and the "
+            f"harness beside it (pip install -e '{ROOT}[reference]'), or name another --vllm"
+        )
+    return EngineEnv(spec.describe(), sys.executable)
+
+
 def ensure(spec: EngineSpec, extras: tuple[str, ...] = ()) -> EngineEnv:
     """The environment that runs `spec`, set up or reused."""
+    check_runnable(spec)
+    if spec.kind == IMPORTABLE:
+        return importable_env(spec)
     if spec.kind == "release":
         return release_env(str(spec.requirement), spec.backend, extras)
     if spec.backend == "cuda":
@@ -573,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
                 import shlex
 
                 full = env.env()
-                for name in ("PATH", "PYTHONPATH", "VIRTUAL_ENV"):
+                full[IN_ENGINE_ENV] = env.spec
+                for name in ("PATH", "PYTHONPATH", "VIRTUAL_ENV", IN_ENGINE_ENV):
                     print(f"export {name}={shlex.quote(full[name])}")
             else:
                 print(json.dumps(asdict(env)))

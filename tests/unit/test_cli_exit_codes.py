@@ -94,7 +94,7 @@ def test_usage_and_setup_errors_exit_2_with_a_message(argv, env, says, monkeypat
         monkeypatch.setenv(k, v)
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert says in err.replace("\n", " "), err
+    assert says in " ".join(err.split()), err
     assert "Traceback" not in err
 
 

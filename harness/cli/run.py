@@ -116,6 +116,25 @@ def _narrow_by_change(args, matrix, cases, selection: dict) -> list | int:
     return cases
 
 
+def check_model_files(matrix, cases) -> None:
+    """A `local` or `package` model that is not there is a typo or a missing install, not a skip
+    (a skip would let the gate pass on the other cases): a UsageError naming each case. A model
+    from the HF cache that is absent stays a skip (the hub matrix names models users may lack)."""
+    from harness.matrix.schema import LocalModel, PackageModel
+    from harness.models.cache import ModelUnavailable
+    from harness.models.resolve import stored_model_dir
+
+    problems = []
+    for case in cases:
+        if isinstance(case.model, (LocalModel, PackageModel)):
+            try:
+                stored_model_dir(case.model, Path(matrix.path).parent)
+            except ModelUnavailable as e:
+                problems.append(f"{case.where}: case {case.id!r}: {e}")
+    if problems:
+        raise UsageError("model files not found:\n" + "\n".join(problems))
+
+
 def _rows_total(cases, args, platform: Platform) -> int:
     """How many results the run will produce (the progress bar's total)."""
     from harness.matrix.checks import expand_checks
@@ -161,6 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 0
     elif not cases:
         raise UsageError(f"no case of {args.matrix} matches {args.cases}")
+    check_model_files(matrix, cases)
     refused = unsupported_here()
     if refused:  # its internals (runner detection, start-up hooks) were never checked: refuse
         raise UsageError(refused)

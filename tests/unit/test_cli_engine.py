@@ -114,3 +114,19 @@ def test_engines_default_outside_a_checkout_is_the_user_cache(monkeypatch, tmp_p
     assert engine_env.engines_dir() == tmp_path / "cache" / "parity-harness" / "engines"
     monkeypatch.setattr(engine_env, "ROOT", Path(__file__).resolve().parents[2])
     assert engine_env.engines_dir() == engine_env.ROOT / ".nox" / "engines"
+
+
+def test_the_parent_imports_no_engine_and_no_reference():
+    """`parity` itself (every command's module) imports neither vLLM nor torch nor the HF
+    references: those live in the engine's environment, where the commands run."""
+    import subprocess
+
+    probe = (
+        "import sys; from harness.cli.entry import _command; "
+        "[_command(n) for n in ('run', 'select', 'check', 'branch', 'report', 'golden', 'mteb', "
+        "'models', 'inputs')]; "
+        "print(sorted(m for m in ('vllm', 'torch', 'transformers', 'sentence_transformers', "
+        "'peft') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr

@@ -117,3 +117,22 @@ def test_an_unexpected_exception_is_one_clear_message_and_exit_1(monkeypatch, ca
     err = capsys.readouterr().err
     assert "internal error" in err and "KeyError" in err and "PARITY_DEBUG=1" in err
     assert "Traceback" not in err
+
+
+def test_a_mistyped_local_model_path_exits_2_naming_the_case(tmp_path, write_matrix, capsys):
+    """Not a skip: a skip would let the gate pass on the other cases."""
+    matrix = write_matrix(
+        """
+defaults: {runners: [hf, vllm-v1], task: embed, inputs: short-texts, family: f}
+families:
+  f:
+    reference: st-embed
+    tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}
+cases:
+  - {id: typo-embed, model: {source: local, path: no-such-checkpoint}}
+  - {id: typo-package-embed, model: {source: package, package: no_such_weights_pkg}}
+"""
+    )
+    assert main(["run", "-m", str(matrix), "--out", str(tmp_path / "run")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "typo-embed" in err and "typo-package-embed" in err and "m.yaml:" in err

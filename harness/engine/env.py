@@ -241,12 +241,16 @@ def _deps_key() -> str:
     return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
 
 
+# the harness's extras every engine environment holds: the references and the workers' needs
+ENGINE_EXTRAS = ("reference",)
+
+
 def release_stamp(requirement: str, backend: str, extras: tuple[str, ...]) -> dict:
     """What a release's virtualenv holds, as its stamp file says."""
     stamp = {
         "requirement": requirement,
         "backend": backend,
-        "extras": sorted(set(extras)),
+        "extras": sorted({*ENGINE_EXTRAS, *extras}),
         "harness_deps": _deps_key(),
         "no_deps": list(NO_DEPS_REFERENCES),
     }
@@ -569,7 +573,7 @@ def _cuda_checkout_env(spec: EngineSpec, extras: tuple[str, ...]) -> EngineEnv:
             [str(python), "-m", "pip", "install", "-q", "-e", str(checkout)],
             env={**os.environ, "VLLM_USE_PRECOMPILED": "1"},
         )
-        target = f"{ROOT}[{','.join(extras)}]" if extras else str(ROOT)
+        target = f"{ROOT}[{','.join(sorted({*ENGINE_EXTRAS, *extras}))}]"
         _run([str(python), "-m", "pip", "install", "-q", "-e", target])
         install_no_deps(str(python))
     return EngineEnv(spec.describe(), str(python))

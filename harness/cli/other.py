@@ -20,7 +20,7 @@ from harness.runners.platform import Platform
 
 
 def cmd_golden(args: argparse.Namespace) -> int:
-    from harness.run.session import golden_session
+    from harness.run.golden_flow import golden_session
 
     matrix = load_matrix(args.matrix)
     cases = filter_cases(matrix, args.cases)

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.settings import SettingError, Settings
+
 SPEC_ENV, REPO_ENV, BASE_ENV = "PARITY_VLLM", "PARITY_VLLM_REPO", "PARITY_VLLM_BASE"
 BACKEND_ENV = "PARITY_BACKEND"
 IMPORTABLE = "importable"
@@ -171,9 +173,12 @@ def _vllm_tree(path: Path, name: str) -> Path:
 
 def spec_from_env(env: dict[str, str] | None = None, text: str | None = None) -> EngineSpec:
     """The vLLM under test: `text` (a --vllm value) or PARITY_VLLM, built for default_backend."""
-    env = dict(os.environ) if env is None else env
-    text = env.get(SPEC_ENV) if text is None else text
-    return parse_spec(text, default_backend(text, env), env.get(REPO_ENV))
+    try:
+        s = Settings.from_env(env)
+    except SettingError as e:
+        raise EngineSpecError(str(e)) from None
+    text = s.vllm if text is None else text
+    return parse_spec(text, default_backend(text, env), s.vllm_repo or None)
 
 
 def driver_present() -> bool:
@@ -336,6 +341,25 @@ def not_the_checkout(repo: Path) -> str | None:
         f"{describe_provenance(p) if p.get('version') else 'not installed'}; run that checkout: "
         f"PARITY_VLLM={repo} ci/parity-gate ... (or nox -s gate), which builds its environment"
     )
+
+
+def vllm_version() -> str | None:
+    """The one answer to "which vLLM is this": the version of the vLLM this process has imported,
+    else of the one it would import (its generated vllm/_version.py read as text, so asking never
+    imports vLLM), else None when none is importable here."""
+    import importlib.util
+    import sys
+
+    imported = getattr(sys.modules.get("vllm"), "__version__", None)
+    if imported:
+        return str(imported)
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    return version_of(Path(spec.origin).parent)
 
 
 def version_of(pkg: Path) -> str:

@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "--tables-only", action="store_true", help="only tabulate OUT/<release>/report.json"
     )
     args = ap.parse_args(argv)
-    backend = default_backend()
+    backend = default_backend()  # PARITY_BACKEND, else cuda where an NVIDIA driver is present
     try:
         for rel in args.releases:
             check_supported(rel, f"--releases {rel}")

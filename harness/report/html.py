@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.judge.verdict import ORDER, is_failing
+from harness.report import grid as report_grid
 from harness.report.model import MetricOut, Report, Result, headline, margin
 
 FLOOR = 1e-12  # a log scale has no 0: a value of 0 (or below this share of its bound) is drawn here
@@ -387,6 +388,15 @@ def _counts(report: Report) -> Raw:
     )
 
 
+def _grid(report: Report) -> str:
+    """The grid report.md and the terminal open with (harness.report.grid)."""
+    cols, cells = report_grid.grid(report.results)
+    rows = [[fam, *(report_grid.cell(row.get(c)) for c in cols)] for fam, row in cells.items()]
+    return (
+        table(["family", *cols], rows, "grid") + f'<p class="muted">{esc(report_grid.LEGEND)}</p>'
+    )
+
+
 def _summary(report: Report) -> str:
     facts = [
         ("device", report.device),
@@ -643,6 +653,7 @@ def to_html(report: Report) -> str:
         + "</p>"
     )
     sections = [
+        ("grid", "Family x runner", _grid(report)),
         ("summary", "Verdict and counts", _summary(report)),
         ("failures", "Failures and errors", _failures(report)),
         ("margins", "How close each metric is to its bound", chart_note + margin_chart(results)),

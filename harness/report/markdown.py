@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.judge.verdict import ORDER
+from harness.report import grid
 from harness.report.model import MetricOut, Report, Result, headline, margin
 
 
@@ -71,6 +72,7 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
         + f" · device `{report.device}` · matrix `{report.matrix}`"
         + (f" · {report.wall_seconds:.0f} s" if report.wall_seconds else ""),
         "",
+        grid.to_markdown(report.results),
         "| case | runner | verdict | metrics (value vs bound) | time | reason |",
         "|---|---|---|---|---|---|",
     ]

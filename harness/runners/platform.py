@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from harness.engine.target import driver_present
 from harness.matrix.runner_names import runner_info
 
 Device = Literal["cpu", "cuda"]
@@ -159,7 +160,7 @@ def detect_device() -> Device:
         if forced not in ("cpu", "cuda"):
             raise ValueError(f"PARITY_DEVICE={forced!r}; valid: cpu, cuda")
         return forced  # type: ignore[return-value]
-    if not Path("/proc/driver/nvidia/version").exists():
+    if not driver_present():  # the one probe harness.engine.target chooses the build by
         return "cpu"
     usable, build = torch_cuda()
     if not usable:

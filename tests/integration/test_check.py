@@ -60,9 +60,9 @@ def test_check_gives_the_matrix_verdict_and_its_matrix_runs(folder, tmp_path):
     report = json.loads((out / "report.json").read_text())
     got = {(r["case_id"], r["runner"]): r["status"] for r in report["results"]}
     sets = ("short-texts", "adversarial-texts", "your-inputs")
-    assert got == {
-        (f"my-embedder-encoder-embed-{s}", r): "pass" for s in sets for r in ("vllm-v1", "vllm-v2")
-    }
+    # by default the runners a deployer gets: V1, V2, vLLM's own choice, and it served
+    runners = ("vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-auto")
+    assert got == {(f"my-embedder-encoder-embed-{s}", r): "pass" for s in sets for r in runners}
     # the matrix's own cases on this checkpoint and these input sets: the same verdict (pass)
     matrix = load_matrix(ROOT / "matrices" / "pooling.yaml")
     for cid in ("bert-tiny-mean-embed", "bert-tiny-mean-embed-adversarial"):

@@ -87,7 +87,8 @@ def test_gate_exit_codes(tmp_path):
     no_parity = subprocess.run(
         [gate], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}
     )
-    assert no_parity.returncode == 3 and "not on PATH" in no_parity.stderr
+    # the harness not installed is setup: 2, as everywhere (no exit code of its own)
+    assert no_parity.returncode == 2 and "not on PATH" in no_parity.stderr
 
 
 def _nox_sessions() -> set[str]:
@@ -145,4 +146,17 @@ def test_gpu_check_refuses_a_machine_without_a_gpu(tmp_path):
         text=True,
         env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"},
     )
-    assert res.returncode == 3 and "no NVIDIA GPU visible" in res.stderr
+    assert res.returncode == 2 and "no NVIDIA GPU visible" in res.stderr  # setup: 2
+
+
+def test_the_github_example_runs_journey_a_exactly():
+    """A vLLM branch in one command: the example's job runs `parity branch` on the checkout and
+    reads its exit codes (4: nothing selected, not a failure; anything else the gate's)."""
+    doc = yaml.safe_load((CI / "github-actions.yml").read_text())
+    steps = doc["jobs"]["branch"]["steps"]
+    cmds = [c for s in steps if "run" in s for c in _commands(s["run"])]
+    (branch,) = [c for c in cmds if c[:2] == ["parity", "branch"]]
+    args = build_parser().parse_args(branch[1:])
+    assert args.checkout == "vllm" and args.base == "origin/main"
+    checkout = [s for s in steps if s.get("with", {}).get("path") == "vllm"]
+    assert checkout and checkout[0]["with"]["fetch-depth"] == 0  # the merge-base is in history

@@ -1,0 +1,5 @@
+import sys
+
+from harness.cli.entry import main
+
+sys.exit(main())

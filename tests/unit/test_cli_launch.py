@@ -1,0 +1,87 @@
+"""The launcher hands a signal to the command it runs in the engine's environment: SIGTERM to
+`parity` (what CI and `timeout` send) must reach the run that owns the workers, or they live on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+# the child: says it is ready, then waits; on SIGTERM it writes what it got and exits 143
+CHILD = textwrap.dedent(
+    """
+    import signal, sys, time
+    from pathlib import Path
+    out = Path(sys.argv[1])
+    def stop(signum, frame):
+        (out / "got").write_text(str(signum))
+        sys.exit(128 + signum)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    (out / "ready").write_text(str(__import__("os").getpid()))
+    while True:
+        time.sleep(0.05)
+    """
+)
+
+LAUNCHER = textwrap.dedent(
+    """
+    import sys
+    from harness.cli.launch import run_forwarding
+    sys.exit(run_forwarding([sys.executable, "-c", sys.argv[1], sys.argv[2]], dict(__import__("os").environ)))
+    """
+)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, bound: float = 120.0) -> None:
+    """Until `path` exists (an event); the bound only guards against a hang."""
+    import time
+
+    end = time.monotonic() + bound
+    while not path.exists():
+        assert proc.poll() is None, f"launcher ended early with {proc.returncode}"
+        assert time.monotonic() < end, f"{path.name} never appeared"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _run(tmp_path: Path, signum: int) -> tuple[int, str, int]:
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, CHILD, str(tmp_path)], env=env)
+    try:
+        _wait_for(tmp_path / "ready", proc)
+        child = int((tmp_path / "ready").read_text())
+        proc.send_signal(signum)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return code, (tmp_path / "got").read_text(), child
+
+
+def test_sigterm_to_the_launcher_reaches_the_command_and_its_exit_code_comes_back(tmp_path):
+    code, got, child = _run(tmp_path, signal.SIGTERM)
+    assert got == str(int(signal.SIGTERM))
+    assert code == 128 + signal.SIGTERM
+    assert not _alive(child)
+
+
+def test_sigint_reaches_the_command_once(tmp_path):
+    code, got, child = _run(tmp_path, signal.SIGINT)
+    assert got == str(int(signal.SIGINT))
+    assert code == 128 + signal.SIGINT
+    assert not _alive(child)

@@ -32,6 +32,16 @@ VLLM_BUGS = {
     "colqwen3-tiny-token-embed-projection-bias": ("multimodal.yaml", "vllm-v1"),
     "colqwen3-tiny-token-embed-projection-bias-dim": ("multimodal.yaml", "vllm-v1"),
 }
+# vLLM bugs recorded in matrices/real-bugs.yaml whose reproduction is still to be written: no
+# template covers their engine flags or model yet (a reason each; they leave this list for
+# VLLM_BUGS when their folder reproduces)
+REPRO_TO_WRITE = {
+    "bert-tiny-mean-embed-prefix-caching-forced": "vllm#55049: the engine refuses to start",
+    "bert-tiny-mean-embed-prompt-embeds-enabled-v1": "vllm#55050: engine flag not in templates",
+    "bert-tiny-mean-embed-prompt-embeds-enabled-v2": "vllm#55050, V2 (needs Triton)",
+    "modernbert-tiny-classify-3-silu-head": "ModernBERT head activation: no ModernBERT template",
+    "nomic-bert-tiny-dynamic-ntk-short-embed": "vllm#52665: no NomicBert template",
+}
 # Not vLLM bugs: a convention of the reference or of our synthetic checkpoints, recorded so a
 # change shows; a reproduction would report a choice, not a defect.
 CONVENTIONS = {
@@ -61,10 +71,11 @@ def recorded_divergences() -> dict[str, str]:
 
 def test_every_recorded_divergence_is_classified_once():
     found = recorded_divergences()
-    assert not set(VLLM_BUGS) & set(CONVENTIONS)
-    unclassified = sorted(set(found) - set(VLLM_BUGS) - set(CONVENTIONS))
+    groups = [set(VLLM_BUGS), set(REPRO_TO_WRITE), set(CONVENTIONS)]
+    assert sum(map(len, groups)) == len(set().union(*groups)), "a case classified twice"
+    unclassified = sorted(set(found) - set().union(*groups))
     assert not unclassified, f"classify these divergences in {__file__}: {unclassified}"
-    gone = sorted((set(VLLM_BUGS) | set(CONVENTIONS)) - set(found))
+    gone = sorted(set().union(*groups) - set(found))
     assert not gone, f"no longer recorded in matrices/: {gone}"
     wrong = {c: (m, found[c]) for c, (m, _) in VLLM_BUGS.items() if found[c] != m}
     assert not wrong, f"matrix file of a vLLM bug: {wrong}"

@@ -142,7 +142,15 @@ def verdict_for(
         return None if meta is None else [m.get("refused") for m in meta]
 
     return outcome_verdict(
-        case, runner, ref, got, measure, ref32=ref32, calibrated=calibrated, refusals=refusals
+        case,
+        runner,
+        ref,
+        got,
+        measure,
+        ref32=ref32,
+        calibrated=calibrated,
+        refusals=refusals,
+        dtype=dtype,
     )
 
 

@@ -245,6 +245,24 @@ def calibrated_metrics(
     return out
 
 
+def checks_yardstick(
+    tolerance: Tolerance, ref: list[np.ndarray], ref32: list[np.ndarray] | None, items: tuple
+) -> tuple[Tolerance, list[np.ndarray]]:
+    """The tolerance and reference of the checks beside the metrics (a server's /rerank scores,
+    order and ties). With calibrated half-precision bounds (`k`), those of the metrics: HF in
+    float32, and max_abs / max_rel at k x HF's own error + the floor, so a check is never held
+    to the bare floor on the numbers the metric holds to the calibrated bound; else the case's."""
+    if tolerance.k is None or ref32 is None:
+        return tolerance, ref
+    floors = tolerance.bounds()
+    bounds = {
+        name: tolerance.k * METRICS[name](ref32, ref, items, tolerance) + floors[name]
+        for name in ("max_abs", "max_rel")
+        if name in floors
+    }
+    return Tolerance(**bounds), ref32
+
+
 # What was recorded beside the outputs, each check by name, with what it says when its evidence
 # is absent. Each check's tolerance is the case's own (rank ties: harness.judge.metrics).
 ABSENT = {
@@ -336,7 +354,10 @@ def measure(
         problem = problem and f"against the float32 reference: {problem}"
     if problem is not None:
         return Measurement(problem=problem)
-    found = recorded_checks(tolerance, ref, items, ref_ids, got_ids, got_meta, forms, ref_meta)
+    check_tol, check_ref = checks_yardstick(tolerance, ref, ref32, items)
+    found = recorded_checks(
+        check_tol, check_ref, items, ref_ids, got_ids, got_meta, forms, ref_meta
+    )
     if isinstance(found, Measurement) and found.token_ids != "differ":
         return found
     if isinstance(found, Measurement):

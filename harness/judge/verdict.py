@@ -12,8 +12,8 @@
 - xpass: a recorded divergence that now passes (strict: fails the gate until the mark goes).
 
 A recorded envelope is measured in one dtype (`divergence.dtype`, float32 unless said). In another
-dtype it is widened by that dtype's own bounds, and a runner within all of them is a skip saying
-the divergence is not observable there: the mark is held, and found stale, in its own dtype only.
+dtype it is widened by that dtype's own bounds, and a runner within all of them is an xfail saying
+the divergence is not observable there: a mark is found stale (xpass) in its own dtype only.
 
 Token ids that differ from the reference's are a structural fail, unless the case records that
 divergence (`divergence: {token_ids: differ, ...}`): then xfail only while the ids still differ AND
@@ -131,10 +131,11 @@ def _divergence_in_dtype(
     """A recorded envelope is a fact measured in one dtype (`divergence.dtype`). Judged in
     another dtype D, the case comes back with the envelope widened by D's bound of each metric
     (the runner's rounding in D comes on top of the divergence: |r_D - ref| <= |r - ref| +
-    |r_D - r|; cosine distance adds as its square root, the sine of half the angle); and a runner
-    within every one of D's bounds does not show the divergence, so the mark can be neither held
-    nor found stale in D: a skip that says so (never xpass, never a pass of the mark). A divergence
-    recorded as raising or as token ids is the same in every dtype and judged as recorded."""
+    |r_D - r|; cosine distance adds as its square root, the sine of half the angle). A runner
+    within every one of D's bounds is inside that envelope but does not show the divergence: an
+    xfail that says it is not observable in D (the mark is found stale in its own dtype only;
+    never xpass here, never a pass of the mark). A divergence recorded as raising or as token ids
+    is the same in every dtype and judged as recorded."""
     div = case.divergence
     if dtype is None or div is None or runner not in div.runners or dtype == div.dtype:
         return case, None
@@ -142,25 +143,26 @@ def _divergence_in_dtype(
         return case, None
     envelope = div.bounds.bounds()
     bound = {x.name: x.bound for x in m.metrics if x.bound is not None}
+    widened = {n: _widen(n, e, bound.get(n)) for n, e in envelope.items()}
     clean = m.reference_problem is None and m.problem is None and m.degenerate is None
     if clean and div.token_ids is None and gate(m.metrics).status == "pass":
-        recorded = ", ".join(f"{n} <= {e:.3g}" for n, e in envelope.items())
         seen = "; ".join(x.describe() for x in m.metrics if x.bound is not None)
         over = [n for n, e in envelope.items() if n not in bound or e > bound[n]]
         why = (
-            f"its envelope sits within {dtype}'s bounds, so {dtype} cannot show it"
+            f"its envelope sits within them, so {dtype} cannot show it"
             if not over
-            else f"its envelope exceeds {dtype}'s bound of {', '.join(over)}: if a {div.dtype} "
-            f"run passes too, the mark is stale"
+            else f"its envelope exceeds the bound of {', '.join(over)}: if a {div.dtype} run "
+            f"passes too, the mark is stale"
         )
+        recorded = ", ".join(f"{n} <= {e:.3g}" for n, e in envelope.items())
         return case, Verdict(
-            "skip",
-            f"recorded divergence not observable in {dtype}: {div.reason} (envelope measured in "
-            f"{div.dtype}: {recorded}); every metric within {dtype}'s bounds ({seen}); {why}; "
-            f"the mark is held and judged stale in {div.dtype} only",
+            "xfail",
+            f"recorded divergence not observable in {dtype}: every metric within {dtype}'s "
+            f"bounds ({seen}); {why}; the mark is held and found stale in {div.dtype} only "
+            f"(measured in {div.dtype}: {div.reason}; envelope {recorded})",
             m.metrics,
+            envelope=widened,
         )
-    widened = {n: _widen(n, e, bound.get(n)) for n, e in envelope.items()}
     why = f"{div.reason}; envelope measured in {div.dtype}, widened by {dtype}'s bounds"
     wider = div.model_copy(update={"bounds": div.bounds.model_copy(update=widened), "reason": why})
     return case.model_copy(update={"divergence": wider}), None

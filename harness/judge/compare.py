@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.judge.answers import rerank_problem, usage_problem, usage_units
-from harness.judge.metrics import DEGENERATE_SPREAD, METRICS, MTEB_BOUNDS, f64
+from harness.judge.metrics import DEGENERATE_SPREAD, METRICS, MTEB_BOUNDS, NOISE_FLOORED, f64
 from harness.judge.verdict import Measurement, Metric, Verdict, judge
 from harness.matrix.inputs import distinct_inputs
 from harness.matrix.schema import Case, Tolerance
@@ -238,10 +238,16 @@ def calibrated_metrics(
     floors = tolerance.bounds()
     out = []
     for m in names:
-        own = METRICS[m](ref32, ref, items, tolerance)
+        if m in NOISE_FLOORED:  # over the values above HF's own absolute error in this dtype
+            metric, noise = NOISE_FLOORED[m]
+            at = noise(ref32, ref)
+            own, value = metric(ref32, ref, at), metric(ref32, got, at)
+        else:
+            own = METRICS[m](ref32, ref, items, tolerance)
+            value = METRICS[m](ref32, got, items, tolerance)
         floor = floors.get(m)
         bound = None if floor is None else tolerance.k * own + floor
-        out.append(Metric(m, METRICS[m](ref32, got, items, tolerance), bound, ref_error=own))
+        out.append(Metric(m, value, bound, ref_error=own))
     return out
 
 

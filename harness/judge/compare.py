@@ -7,6 +7,7 @@ import numpy as np
 
 from harness.judge.answers import rerank_problem, usage_problem, usage_units
 from harness.judge.metrics import DEGENERATE_SPREAD, METRICS, MTEB_BOUNDS, NOISE_FLOORED, f64
+from harness.judge.side import Side
 from harness.judge.verdict import Measurement, Metric, Verdict, judge
 from harness.matrix.inputs import distinct_inputs
 from harness.matrix.schema import Case, Tolerance
@@ -115,14 +116,15 @@ def _token_collapse(ref: list[np.ndarray]) -> str | None:
 
 def token_problem(
     ref_ids: list | None, got_ids: list | None, items: tuple
-) -> tuple[str | None, str]:
-    """(problem, note): the reference's token ids per item against the runner's prompt token ids.
-    Tokenisation regressions (a template inserting "None", a lost EOS, truncation on the wrong
-    side) change the ids before any number does. Items the reference did not tokenize as one
-    sequence (images, MaxSim pairs) are not compared, and the note says so."""
+) -> tuple[str | None, str, str | None]:
+    """(problem, note, state): the reference's token ids per item against the runner's prompt
+    token ids. Tokenisation regressions (a template inserting "None", a lost EOS, truncation on
+    the wrong side) change the ids before any number does. Items the reference did not tokenize
+    as one sequence (images, MaxSim pairs) are not compared, and the note says so. The state is
+    "differ", "equal" (compared and equal) or None (not compared)."""
     if ref_ids is None or got_ids is None:
         who = "reference" if ref_ids is None else "runner"
-        return None, f"token ids not compared: the {who} recorded none"
+        return None, f"token ids not compared: the {who} recorded none", None
     compared = 0
     for i, (r, g) in enumerate(zip(ref_ids, got_ids)):
         if r is None or g is None:
@@ -133,16 +135,21 @@ def token_problem(
             at_r = r[pos] if pos < len(r) else "(end)"
             at_g = g[pos] if pos < len(g) else "(end)"
             return (
-                f"token ids differ at item {i}, position {pos}: reference {at_r}, "
-                f"runner {at_g} (lengths {len(r)} and {len(g)}; "
-                f"input {str(items[i])[:80]!r})"
-            ), ""
+                (
+                    f"token ids differ at item {i}, position {pos}: reference {at_r}, "
+                    f"runner {at_g} (lengths {len(r)} and {len(g)}; "
+                    f"input {str(items[i])[:80]!r})"
+                ),
+                "",
+                "differ",
+            )
     if compared == 0:
         return (
             None,
             "token ids not compared: the reference recipe tokenizes no item as one sequence",
+            None,
         )
-    return None, f"token ids equal for {compared} of {len(items)} items"
+    return None, f"token ids equal for {compared} of {len(items)} items", "equal"
 
 
 def differing_positions(ref_ids: list | None, got_ids: list | None) -> tuple[int, ...] | None:
@@ -287,11 +294,12 @@ def recorded_checks(
     got_meta: list[dict] | None,
     forms: list[str] | None = None,
     ref_meta: list[dict] | None = None,
-) -> Measurement | dict[str, str]:
+) -> Measurement:
     """The checks of what each side recorded per item besides its outputs: prompt token ids
     (token_problem), a server's usage.prompt_tokens and /rerank answers (harness.judge.answers).
     Every check whose evidence exists runs; the notes (returned) say what each found or why it
-    could not run. A failed check is a Measurement with its problem; token ids or usage the
+    could not run, and `token_ids` whether the ids compared equal. A failed check is a
+    Measurement with its problem; token ids or usage the
     runner recorded that the reference did not is an error, never a note."""
     if ref_ids is None and (any(x is not None for x in got_ids or []) or usage_units(got_meta)):
         # expected and could not run: an error, never a note (e.g. a golden without token ids)
@@ -300,7 +308,7 @@ def recorded_checks(
             "the reference recorded none, so the token-id and "
             "usage checks could not run"
         )
-    problem, note = token_problem(ref_ids, got_ids, items)
+    problem, note, ids_state = token_problem(ref_ids, got_ids, items)
     if problem is not None:
         return Measurement(
             problem=problem,
@@ -322,28 +330,31 @@ def recorded_checks(
         if problem is not None:
             return Measurement(problem=problem, notes={**notes, name: problem})
         notes[name] = note or ABSENT[name]
-    return notes
+    return Measurement(notes=notes, token_ids=ids_state)
 
 
 def measure(
     tolerance: Tolerance,
     metric_names: tuple[str, ...],
-    ref: list[np.ndarray],
-    got: list[np.ndarray],
+    ref_side: Side,
+    got_side: Side,
     items: tuple,
-    ref_ids: list | None = None,
-    got_ids: list | None = None,
-    got_meta: list[dict] | None = None,
-    ref32: list[np.ndarray] | None = None,
+    ref32_side: Side | None = None,
     forms: list[str] | None = None,
-    ref_meta: list[dict] | None = None,
 ) -> Measurement:
-    """The one comparison every path makes (live, golden, pytest: harness.run.session
-    .measure_outcomes), given whatever evidence it has. An unusable reference first (an error),
-    structural problems next (they make metrics meaningless), then what each side recorded beside
-    its outputs (recorded_checks: token ids, a server's usage and /rerank answers), then a
+    """The one comparison every path makes (live, golden, pytest: harness.run.assemble
+    .measure_outcomes), given whatever evidence each side has. An unusable reference first (an
+    error), structural problems next (they make metrics meaningless), then what each side recorded
+    beside its outputs (recorded_checks: token ids, a server's usage and /rerank answers), then a
     degenerate reference, then every metric of the task plus any other the tolerance bounds. A
-    tolerance with `k` (half precision) is calibrated against `ref32`, HF in float32."""
+    tolerance with `k` (half precision) is calibrated against `ref32_side`, HF in float32."""
+    if ref_side.outputs is None or got_side.outputs is None:
+        who = "the reference" if ref_side.outputs is None else "the runner"
+        raise ValueError(f"{who} recorded no outputs to compare")
+    ref, got = ref_side.outputs, got_side.outputs
+    ref32 = ref32_side.outputs if ref32_side is not None else None
+    ref_ids, got_ids, got_meta = ref_side.token_ids, got_side.token_ids, got_side.meta
+    ref_meta = ref_side.meta
     if tolerance.k is not None and ref32 is None:
         raise ValueError(
             "calibrated half-precision bounds (k) need the float32 reference's outputs"
@@ -364,9 +375,10 @@ def measure(
     found = recorded_checks(
         check_tol, check_ref, items, ref_ids, got_ids, got_meta, forms, ref_meta
     )
-    if isinstance(found, Measurement) and found.token_ids != "differ":
+    failed = found.problem is not None or found.reference_problem is not None
+    if failed and found.token_ids != "differ":
         return found
-    if isinstance(found, Measurement):
+    if failed:
         # token ids differ: a structural problem, but measured on, so that a divergence recorded
         # as `token_ids: differ` can hold the rest to its envelope (harness.judge.verdict)
         try:
@@ -381,18 +393,13 @@ def measure(
             token_ids="differ",
             id_positions=found.id_positions,
         )
-    notes = found
+    notes = dict(found.notes)
     degenerate = degenerate_reference(ref, items)
     if degenerate is not None:
-        return Measurement(degenerate=degenerate, notes=notes, token_ids=_ids_state(notes))
+        return Measurement(degenerate=degenerate, notes=notes, token_ids=found.token_ids)
     m = _metrics(tolerance, metric_names, ref, got, items, ref32, notes)
-    m.token_ids = _ids_state(notes)
+    m.token_ids = found.token_ids
     return m
-
-
-def _ids_state(notes: dict[str, str]) -> str | None:
-    """'equal' when the token-id check compared ids and found them equal, else None."""
-    return "equal" if notes.get("token_ids", "").startswith("token ids equal") else None
 
 
 def _metrics(
@@ -446,14 +453,10 @@ def compare(
     m = measure(
         tolerance,
         metric_names,
-        ref,
-        got,
+        Side(ref, ref_meta, ref_ids),
+        Side(got, got_meta, got_ids),
         items,
-        ref_ids,
-        got_ids,
-        got_meta,
-        ref32=ref32,
+        None if ref32 is None else Side(ref32),
         forms=forms,
-        ref_meta=ref_meta,
     )
     return judge(case, runner, m)

@@ -87,11 +87,6 @@ def case_dir(root: Path, case_id: str) -> Path:
     return Path(root) / case_id
 
 
-def _chat_key(chat) -> dict:
-    """A case's chat options as its reference key holds them: add_special_tokens only when set."""
-    return chat.model_dump(exclude=set() if chat.add_special_tokens else {"add_special_tokens"})
-
-
 def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
     """Everything besides weights and inputs that shapes what the reference computes for a case.
     A golden records it; a golden whose key differs from the case's is refused."""
@@ -108,32 +103,13 @@ def reference_key(case, model_dir: Path, dtype: str, device: str) -> dict:
         "task": case.task,
         "dtype": dtype,
         "device": device,
-        "truncate": case.truncate,
         "hf_options": dict(sorted(case.hf.items())),
         "recipe": name,
         "recipe_version": RECIPE_VERSIONS.get(name),
-        # absent when unset: older keys stay valid; "truncate_dim": the cut follows
-        # sentence-transformers' truncate_dim (no re-normalisation unless hf options ask)
-        **(
-            {"dimensions": case.dimensions, "truncate_dim": "sentence-transformers"}
-            if case.dimensions
-            else {}
-        ),
-        # absent when unset, as dimensions
-        **({"truncation_side": case.truncation_side} if case.truncation_side else {}),
-        **({"padding": case.padding} if case.padding else {}),  # absent when unset, as above
         # absent for text: the reference runs token ids or inputs_embeds per item otherwise
         **({"prompt_form": case.prompt_form} if case.prompt_form != "text" else {}),
-        # absent when unset: encode(prompt_name=...) prefixes the model's prompt
-        **({"prompt_name": case.prompt_name} if case.prompt_name else {}),
-        # absent when unset: the post-processing turned on or off per request (an engine-wide
-        # setting the reference follows is in hf_options)
-        **({"use_activation": case.use_activation} if case.use_activation is not None else {}),
-        # absent when unset: each text rendered as a conversation by the model's chat template
-        # (add_special_tokens only when asked: the keys recorded before it stay the same)
-        **({"chat": _chat_key(case.chat)} if case.chat is not None else {}),
-        # absent when unset: the ids built with ColBERT's markers and query expansion
-        **({"colbert": case.colbert.model_dump()} if case.colbert is not None else {}),
+        # the request's own dump (truncate always, the rest only when set: older keys hold)
+        **case.request.reference_key(),
     }
 
 

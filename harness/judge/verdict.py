@@ -29,18 +29,40 @@ the refusal asked for) or no per-item record.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from harness.engine.description import ENGINE
+
 if TYPE_CHECKING:
     from harness.matrix.schema import Case
 
-STATUSES = ("pass", "fail", "error", "skip", "xfail", "xpass")
-PASSING = ("pass", "xfail", "skip")
-FAILING = ("fail", "error", "xpass")
-ORDER = {"error": 0, "fail": 1, "xpass": 2, "xfail": 3, "skip": 4, "pass": 5}
+
+class Status(enum.StrEnum):
+    """A verdict's status; a str, so reports and JSON spell it as before."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"
+    SKIP = "skip"
+    XFAIL = "xfail"
+    XPASS = "xpass"
+
+
+STATUSES = tuple(Status)
+PASSING = (Status.PASS, Status.XFAIL, Status.SKIP)
+FAILING = (Status.FAIL, Status.ERROR, Status.XPASS)
+ORDER = {
+    Status.ERROR: 0,
+    Status.FAIL: 1,
+    Status.XPASS: 2,
+    Status.XFAIL: 3,
+    Status.SKIP: 4,
+    Status.PASS: 5,
+}
 
 
 @dataclass
@@ -74,7 +96,7 @@ class Metric:
 
 @dataclass
 class Verdict:
-    status: str
+    status: Status
     reason: str = ""
     metrics: list[Metric] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)
@@ -87,6 +109,7 @@ class Verdict:
             raise ValueError(
                 f"unknown verdict status {self.status!r}; valid: {', '.join(STATUSES)}"
             )
+        self.status = Status(self.status)
 
     @property
     def ok(self) -> bool:
@@ -375,12 +398,12 @@ def outcome_verdict(
 
     info = runner_info(runner)
     variant = info.variant if info.is_vllm else None
-    actual = got.info.get("actual_runner")
-    if variant in ("v1", "v2") and actual != variant:
+    actual = ENGINE.chosen_runner(got.info)
+    if variant in ENGINE.forced_variants and actual != variant:
         return Verdict(
             "error",
-            f"asked vLLM for model runner {variant.upper()} but it ran {str(actual).upper()} "
-            f"({got.info.get('runner_evidence', 'no evidence')})",
+            f"asked {ENGINE.name} for model runner {str(variant).upper()} but it ran "
+            f"{str(actual).upper()} ({got.info.get('runner_evidence', 'no evidence')})",
         )
     unavailable = check_unavailable(case, got.info)
     if unavailable:
@@ -388,14 +411,16 @@ def outcome_verdict(
     not_in_effect = check_not_in_effect(case, got.info)
     if not_in_effect:
         return Verdict("error", not_in_effect)
-    expected, why_none = case.expected_auto_for(got.info.get("versions", {}).get("vllm"))
-    if variant == "auto" and why_none:
+    expected, why_none = ENGINE.expected_choice(case, got.info)
+    auto = variant == ENGINE.default_variant
+    if auto and why_none:
         return Verdict("error", f"default-runner audit: {why_none}")
-    if variant == "auto" and expected and actual != expected:
+    if auto and expected and actual != expected:
+        why = ENGINE.why_chosen(got.info, "no reason recorded")
         return Verdict(
             "fail",
-            f"default-runner audit: vLLM chose {str(actual).upper()} but this family expects "
-            f"{expected.upper()} ({got.info.get('runner_choice', 'no reason recorded')})",
+            f"default-runner audit: {ENGINE.name} chose {str(actual).upper()} but this family "
+            f"expects {expected.upper()} ({why})",
         )
     if case.expect is not None:
         return refusal_verdict(case.expect.refused, refusals() if refusals else None)

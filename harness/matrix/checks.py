@@ -616,7 +616,9 @@ def expand_checks(cases: list, seed: int = 0) -> list:
                         "id": f"{case.id}@{name}",
                         "runners": [r for r in case.runners if r in check.runners],
                         "engine": {**case.engine, **check.engine},
-                        "serve": case.serve.model_copy(update=check.serve),
+                        "request": case.request.model_copy(
+                            update={"serve": case.request.serve.model_copy(update=check.serve)}
+                        ),
                         "run_options": {**case.run_options, **check.options_for(seed)},
                         "variant_of": case.id,
                         "check": name,

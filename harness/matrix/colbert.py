@@ -49,7 +49,7 @@ class ColbertIds(BaseModel):
 def check_colbert(case) -> None:
     """A `colbert:` key only where both sides can follow it (raised as ValueError: the loader
     reports it at the case's file:line)."""
-    spec: ColbertIds | None = case.colbert
+    spec: ColbertIds | None = case.request.colbert
     if spec is None:
         return
     if case.task not in COLBERT_TASKS:
@@ -77,9 +77,9 @@ def check_colbert(case) -> None:
         name
         for name, on in (
             ("prompt_form", case.prompt_form != "text"),
-            ("truncate", case.truncate is not None),
-            ("prompt_name", case.prompt_name is not None),
-            ("chat", case.chat is not None),
+            ("truncate", case.request.truncate is not None),
+            ("prompt_name", case.request.prompt_name is not None),
+            ("chat", case.request.chat is not None),
         )
         if on
     ]

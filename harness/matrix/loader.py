@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from harness.matrix.request import RequestOptions, ServeOptions
 from harness.matrix.schema import (
     MODEL_SOURCES,
     MODEL_TAGS,
@@ -23,7 +24,6 @@ from harness.matrix.schema import (
     Divergence,
     Matrix,
     MatrixError,
-    ServeOptions,
     SyntheticModel,
     Tolerance,
     Vocabulary,
@@ -246,8 +246,10 @@ def _fields_for(loc: tuple) -> list[str]:
     models: dict[str, type[BaseModel]] = {
         "model": SyntheticModel,
         "divergence": Divergence,
-        "serve": ServeOptions,
+        "request": RequestOptions,
     }
+    if loc[:2] == ("request", "serve") and len(loc) == 3:
+        return list(ServeOptions.model_fields)
     if len(loc) == 1:
         return [f for f in Case.model_fields if f not in INTERNAL_KEYS]
     if len(loc) == 3 and loc[0] == "tolerances":
@@ -257,6 +259,17 @@ def _fields_for(loc: tuple) -> list[str]:
             return sorted({f for m in MODEL_SOURCES for f in m.model_fields})
         return list(models[loc[0]].model_fields)
     return []
+
+
+def _moved_request_keys(merged: dict, locate, case_id: str) -> list[str]:
+    """A request option at a case's top level (where it was before `request:`), refused with
+    where it is and how to spell it now."""
+    return [
+        f"{locate((key,))}: case {case_id!r}, key {key!r}: request options live under "
+        f"`request:` now; write `request: {{{key}: ...}}` instead of `{key}: ...`"
+        for key in RequestOptions.model_fields
+        if key in merged
+    ]
 
 
 def _unbounded_required(case: Case) -> str | None:
@@ -336,6 +349,10 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
         def locate(loc: tuple, raw=raw, doc=doc, i=i, fam=fam, fam_name=str(fam_name)) -> str:
             return _error_location(loc, raw, doc, i, fam, fam_name, layers.defaults_src)
 
+        moved = _moved_request_keys(merged, locate, case_id)
+        if moved:
+            problems += moved
+            continue
         internal = sorted(set(INTERNAL_KEYS) & set(merged))
         if internal or "@" in case_id:
             what = (

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from harness.settings import current
 
 
 def cache_root() -> Path:
-    root = os.environ.get("PARITY_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "parity-harness"
-    )
-    return Path(root)
+    return current().cache_root()
 
 
 class UnsafePath(ValueError):
@@ -27,7 +25,7 @@ def contained_path(raw: str, base: Path, what: str, relative_to: Path | None = N
     path = (Path(relative_to or base) / p).resolve() if not p.is_absolute() else p.resolve()
     allowed = (Path(base).resolve().parent, cache_root().resolve())
     inside = any(path == root or root in path.parents for root in allowed)
-    if not inside and os.environ.get("PARITY_ALLOW_ABSOLUTE_PATHS") != "1":
+    if not inside and not current().allow_absolute_paths:
         raise UnsafePath(
             f"{what} {raw!r} resolves to {path}, outside the project "
             f"({allowed[0]}) and the cache ({allowed[1]}); set PARITY_ALLOW_ABSOLUTE_PATHS=1 to "

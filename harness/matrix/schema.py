@@ -3,8 +3,8 @@ validated by pydantic. Loading YAML into these is harness.matrix.loader's job.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Mapping, Union
 
 from pydantic import (
     AfterValidator,
@@ -16,8 +16,9 @@ from pydantic import (
     model_validator,
 )
 
-from harness.matrix.colbert import ColbertIds, check_colbert
+from harness.matrix.colbert import check_colbert
 from harness.matrix.prompt_forms import PromptForm
+from harness.matrix.request import RequestOptions, request_of, unhonoured
 from harness.matrix.runner_names import REFERENCE_RUNNER, RunnerName, runner_info
 from harness.matrix.tasks import TaskName
 
@@ -43,6 +44,20 @@ class Vocabulary:
 
     recipes: frozenset[str]
     archs: frozenset[str]
+    # what each recipe honours of harness.matrix.request.DECLARED_FIELDS, and the defaults:
+    # (architecture, task) -> recipe, and ("", task) -> the task's
+    honours: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    defaults: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+    def recipe_of(self, case: "Case") -> str | None:
+        """The recipe a case's reference runs, as far as the matrix says it (None: a default
+        that depends on the checkpoint's config.json, resolved in the worker)."""
+        if case.reference is not None:
+            return case.reference
+        arch = case.model.arch if isinstance(case.model, SyntheticModel) else None
+        if arch is None:
+            return None
+        return self.defaults.get((arch, case.task)) or self.defaults.get(("", case.task))
 
 
 class MatrixError(ValueError):
@@ -285,74 +300,6 @@ class KnownSkip(_Strict):
     reason: str
 
 
-class ChatOptions(_Strict):
-    """`chat:` each text item sent as a chat conversation rendered by the model's chat template
-    (harness.matrix.chat.conversation: an optional system message, then the text as the user's).
-    The reference renders it with transformers' `tokenizer.apply_chat_template` and these options;
-    vLLM is sent `messages` with the same options (the server's /v1/embeddings and /classify; its
-    offline LLM.embed/classify take no messages in 0.32)."""
-
-    system: str | None = None  # a system message before the user's text
-    add_generation_prompt: bool = False  # the template's assistant header after the messages
-    # the final message left open (the template's end-of-turn after it cut off)
-    continue_final_message: bool = False
-    # extra variables of the template (e.g. {enable_thinking: false})
-    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
-    # the tokenizer's own special tokens (e.g. an appended EOS) added on top of the rendered
-    # conversation's: vLLM's request field, transformers' tokenizer(add_special_tokens=...)
-    add_special_tokens: bool = False
-
-    @model_validator(mode="after")
-    def _one_ending(self) -> "ChatOptions":
-        if self.add_generation_prompt and self.continue_final_message:
-            raise ValueError(
-                "chat: add_generation_prompt and continue_final_message cannot both be true"
-            )
-        return self
-
-
-class ServeOptions(_Strict):
-    """How the server runners (`vllm-serve-*`) send a case's requests."""
-
-    # /v1/embeddings answers: JSON floats, base64 of the values, or the values as the response
-    # body (`bytes`: with a `metadata` header saying dtype, order, span and shape; `bytes_only`:
-    # without); the binary ones in `embed_dtype` and `endianness`, which the request names
-    encoding_format: Literal["float", "base64", "bytes", "bytes_only"] = "float"
-    embed_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
-    endianness: Literal["little", "big"] = "little"
-    # score cases: `score` sends each pair to /score; `rerank` sends each query with its documents
-    # to /rerank (the ranking, the returned indices and, with top_n, the truncation are checked);
-    # embed and classify cases: `pooling` sends each item to /pooling with the case's task
-    # instead of /v1/embeddings or /classify
-    api: Literal["default", "rerank", "pooling"] = "default"
-    top_n: int | None = Field(default=None, gt=0)  # rerank: also ask for only the top n documents
-    max_in_flight: int = Field(default=16, gt=0)  # concurrent requests: the server batches them
-    # how many items each request carries (1: every item its own request; `all`: one request):
-    # embed and classify as a list `input`, score as /score's text_1 and text_2 lists (N:N);
-    # `query` (score): each query with all its documents, text_1 one text (1:N). The answer's
-    # `data` is matched to the items by index
-    items_per_request: int | Literal["all", "query"] = 1
-    request_timeout: float = Field(default=120.0, gt=0)
-
-    @model_validator(mode="after")
-    def _binary_options_need_a_binary_format(self) -> "ServeOptions":
-        if self.encoding_format == "float" and (
-            self.embed_dtype != "float32" or self.endianness != "little"
-        ):
-            raise ValueError(
-                "serve.embed_dtype and serve.endianness apply to a binary encoding_format "
-                "(base64, bytes, bytes_only), not float"
-            )
-        return self
-
-    @field_validator("items_per_request")
-    @classmethod
-    def _positive(cls, v):
-        if isinstance(v, int) and v < 1:
-            raise ValueError(f"items_per_request must be at least 1 or 'all', got {v}")
-        return v
-
-
 class Expect(_Strict):
     """The outcome a case expects instead of outputs. `refused`: every item must be refused by
     each vLLM runner with an error matching this regular expression (Python `re.search`); the
@@ -442,9 +389,8 @@ class Case(_Strict):
     reference: str | None = None  # HF reference recipe; default chosen by task
     engine: dict[str, Any] = Field(default_factory=dict)  # extra vLLM engine kwargs
     hf: dict[str, Any] = Field(default_factory=dict)  # extra reference-recipe options
-    serve: ServeOptions = Field(
-        default_factory=ServeOptions
-    )  # request options of the server runners
+    # how the items are sent (harness.matrix.request.RequestOptions): `request:` in a matrix
+    request: RequestOptions = Field(default_factory=RequestOptions)
     divergence: Divergence | None = None
     skip_if_error: KnownSkip | None = None
     # the model runner vLLM should choose when left to decide (the `vllm-auto` runner); a case
@@ -454,64 +400,19 @@ class Case(_Strict):
     trust_remote_code: bool = False
     # the vLLM releases this case can run on (VllmReleases); elsewhere it is skipped, unplanned
     vllm_releases: VllmReleases | None = None
-    # embed: a GritLM-style instruction prefix ("<|user|>\n...\n<|embed|>\n"). vLLM is sent the
-    # instruction + text (its pooler finds the instruction in the token ids); the reference is
-    # given the two apart and must implement it (gritlm-embed: GritLM.encode(instruction=...))
-    instruction: str | None = None
     # invariance checks (harness.matrix.checks): each becomes a derived case `<id>@<check>`
     # (the names: harness.matrix.checks.CHECKS)
     checks: list[Annotated[str, AfterValidator(_known_check)]] = Field(default_factory=list)
     # MTEB tasks to score this model on (`parity mteb`): our offline ones or cached real ones
     mteb_tasks: list[str] = Field(default_factory=list)
-    # truncate every input to this many tokens, in the reference and in the runners alike (vLLM's
-    # truncate_prompt_tokens); -1: to the model's maximum (vLLM: max_model_len; the reference:
-    # the tokenizer's model_max_length)
-    truncate: int | None = None
-    # which side `truncate` cuts, asked per request (vLLM's truncation_side): `left` keeps the
-    # last `truncate` tokens of the whole encoded prompt (a pair's included), special tokens too
-    truncation_side: Literal["left", "right"] | None = None
-    # `max_length`: texts padded to the model's maximum length, as models trained on padded texts
-    # are used (SigLIP); vLLM is asked for it per request (tokenization_kwargs padding), the
-    # reference recipe must be one that pads (e.g. siglip-embed, per its model card)
-    padding: Literal["max_length"] | None = None
     # the outcome expected instead of outputs, e.g. {refused: "maximum context length"}
     expect: Expect | None = None
-    # score: limit the query (first text) and the document (second text) each to this many of
-    # its own tokens before they are paired (the /score and /rerank request fields of these
-    # names; offline, LLM.score's PoolingParams(extra_kwargs={...}) of the same names, which
-    # vLLM 0.32's scoring io_processor reads); the reference cuts the HF tokenizer's ids of each
-    # text alike (st-cross-encoder)
-    max_tokens_per_query: int | None = Field(default=None, gt=0)
-    max_tokens_per_doc: int | None = Field(default=None, gt=0)
-    # embed: keep this many leading dimensions (Matryoshka): the reference is sentence-transformers'
-    # encode(truncate_dim) (no re-normalising unless `hf: {normalize_embeddings: true}`); vLLM is
-    # asked for `dimensions`
-    dimensions: int | None = Field(default=None, gt=0)
     # how each text is sent (harness.matrix.prompt_forms): text, the tokenizer's token ids,
     # prompt embeddings (the model's input embeddings of those ids), or mixed in one batch
     prompt_form: PromptForm = "text"
-    # embed: a sentence-transformers prompt by name (the model's config_sentence_transformers.json
-    # `prompts`): the reference is encode(prompt_name=...); vLLM's offline runners are sent the
-    # prompt + text (LLM.embed takes no prompt name in 0.32); its server runners ask /v2/embed
-    # with input_type=<name>, which vLLM resolves from that file itself
-    prompt_name: str | None = None
-    # vLLM's per-request `use_activation` (PoolingParams offline; the request field of
-    # /v1/embeddings, /classify and /pooling on a server) on or off: embed and token_embed, the L2
-    # normalisation; classify and token_classify, the softmax / sigmoid; reward, the sigmoid
-    # (off by default). The reference computes the same post-processing (raw logits when off,
-    # the vector without its Normalize module when off). Engine-wide, the same setting is
-    # `engine: {pooler_config: {use_activation: ...}}`, which the reference does not follow by
-    # itself (an engine setting alone is how tests/integration/data/faults.yaml injects a fault):
-    # a case that means it says so with `hf: {use_activation: ...}`
-    use_activation: bool | None = None
-    # ColBERT query / document markers and query [MASK] expansion (harness.matrix.colbert): the
-    # reference builds the ids as the model's published code does, vLLM is sent them as token ids
-    colbert: ColbertIds | None = None
     # a seeded LoRA adapter on the model (LoraAdapter): the reference runs it through peft, the
     # offline vLLM runners through enable_lora + a LoRARequest on every request
     lora: LoraAdapter | None = None
-    # embed / classify: each text sent as a chat conversation (ChatOptions; server runners only)
-    chat: ChatOptions | None = None
     where: str = ""  # file:line of the case, filled by the loader
     # set by harness.matrix.checks on derived cases, never in a matrix
     variant_of: str | None = Field(default=None, exclude=True)
@@ -561,15 +462,6 @@ class Case(_Strict):
             )
         return hits[0], ""
 
-    @field_validator("truncate")
-    @classmethod
-    def _truncate_value(cls, v: int | None) -> int | None:
-        if v is not None and v != -1 and v < 2:
-            raise ValueError(
-                f"truncate {v}: valid: a number of tokens >= 2, or -1 (the model's maximum)"
-            )
-        return v
-
     @field_validator("runners")
     @classmethod
     def _runners_unique(cls, v: list[str]) -> list[str]:
@@ -616,32 +508,34 @@ class Case(_Strict):
 
     @model_validator(mode="after")
     def _serve_api_fits_task(self) -> "Case":
-        if self.serve.api == "rerank" and self.task != "score":
+        """The server options (`request.serve`, the checks' batching) where the task takes them."""
+        if self.request.serve.api == "rerank" and self.task != "score":
             raise ValueError(f"serve.api 'rerank' needs task 'score', not {self.task!r}")
-        if self.serve.api == "pooling" and self.task not in ("embed", "classify"):
+        if self.request.serve.api == "pooling" and self.task not in ("embed", "classify"):
             raise ValueError(
                 f"serve.api 'pooling' applies to tasks 'embed' and 'classify' (the other pooling "
                 f"tasks go to /pooling already), not {self.task!r}"
             )
-        if self.serve.api == "pooling" and (
-            self.serve.encoding_format != "float" or self.prompt_name is not None
+        if self.request.serve.api == "pooling" and (
+            self.request.serve.encoding_format != "float" or self.request.prompt_name is not None
         ):
             raise ValueError(
                 "serve.api 'pooling' sends float answers without prompt_name (/v2/embed's)"
             )
-        if self.serve.top_n is not None and self.serve.api != "rerank":
+        if self.request.serve.top_n is not None and self.request.serve.api != "rerank":
             raise ValueError("serve.top_n applies to serve.api 'rerank' only")
-        if self.serve.encoding_format != "float" and self.task != "embed":
+        fmt = self.request.serve.encoding_format
+        if fmt != "float" and self.task != "embed":
             raise ValueError(
-                f"serve.encoding_format {self.serve.encoding_format!r} applies to task 'embed' "
-                f"only (/v1/embeddings), not {self.task!r}"
+                f"serve.encoding_format {fmt!r} applies to task 'embed' only (/v1/embeddings), "
+                f"not {self.task!r}"
             )
-        if self.dimensions is not None and self.task != "embed":
+        if self.request.dimensions is not None and self.task != "embed":
             raise ValueError(f"dimensions applies to task 'embed' only, not {self.task!r}")
         from harness.matrix.checks import CHECKS
 
         asked = [(f"check {c!r}", CHECKS[c].serve.get("items_per_request", 1)) for c in self.checks]
-        asked.append(("serve.items_per_request", self.serve.items_per_request))
+        asked.append(("serve.items_per_request", self.request.serve.items_per_request))
         for what, per in asked:
             if per == 1:
                 continue
@@ -655,18 +549,23 @@ class Case(_Strict):
                     f"{what}: items_per_request 'query' (each query with its documents, 1:N) "
                     f"applies to task 'score' only, not {self.task!r}"
                 )
-            if self.serve.api != "default":
+            if self.request.serve.api != "default":
                 raise ValueError(
                     f"{what} applies to /v1/embeddings, /classify and /score, not serve.api "
-                    f"{self.serve.api!r}"
+                    f"{self.request.serve.api!r}"
                 )
-        caps = [k for k in ("max_tokens_per_query", "max_tokens_per_doc") if getattr(self, k)]
+        return self
+
+    @model_validator(mode="after")
+    def _request_fits_the_task(self) -> "Case":
+        """The request options (and an expected refusal) where the task and form take them."""
+        caps = list(self.request.text_caps())
         if caps:
             if self.task != "score":
                 raise ValueError(
                     f"{', '.join(caps)} applies to task 'score' only, not {self.task!r}"
                 )
-        if self.truncation_side is not None and self.truncate is None:
+        if self.request.truncation_side is not None and self.request.truncate is None:
             raise ValueError("truncation_side needs truncate (the number of tokens to keep)")
         if self.expect is not None:
             if REFERENCE_RUNNER in self.runners:
@@ -676,16 +575,18 @@ class Case(_Strict):
                 )
             if self.checks or self.divergence is not None:
                 raise ValueError("expect.refused: a refusal case takes no checks and no divergence")
-        if self.prompt_name is not None and (self.task != "embed" or self.prompt_form != "text"):
+        if self.request.prompt_name is not None and (
+            self.task != "embed" or self.prompt_form != "text"
+        ):
             raise ValueError(
                 f"prompt_name applies to task 'embed' sent as text only, not task {self.task!r} "
                 f"with prompt_form {self.prompt_form!r}"
             )
-        if self.instruction is not None and (
+        if self.request.instruction is not None and (
             self.task != "embed"
             or self.prompt_form != "text"
-            or self.prompt_name is not None
-            or self.chat is not None
+            or self.request.prompt_name is not None
+            or self.request.chat is not None
         ):
             raise ValueError(
                 f"instruction applies to task 'embed' sent as text, without prompt_name or "
@@ -693,24 +594,30 @@ class Case(_Strict):
             )
         reference_activation = self.hf.get("use_activation")
         if (
-            self.use_activation is not None or reference_activation is not None
+            self.request.use_activation is not None or reference_activation is not None
         ) and self.task not in ACTIVATION_TASKS:
             raise ValueError(
                 f"use_activation applies to tasks {', '.join(ACTIVATION_TASKS)}, not {self.task!r}"
             )
-        if self.use_activation is not None and reference_activation is not None:
+        if self.request.use_activation is not None and reference_activation is not None:
             raise ValueError(
                 "use_activation is sent per request and the reference follows it: drop "
                 "hf.use_activation (that one is for an engine-wide pooler_config setting)"
             )
-        if self.chat is not None and (
+        if self.request.chat is not None and (
             self.task not in ("embed", "classify")
             or self.prompt_form != "text"
-            or self.prompt_name is not None
+            or self.request.prompt_name is not None
         ):
             raise ValueError(
                 "chat applies to tasks embed and classify sent as text, without prompt_name"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _forms_and_runners_fit(self) -> "Case":
+        """Prompt forms, ColBERT ids and LoRA where the runners can send them; calibrated
+        tolerances in half precision only."""
         _check_prompt_form(self)
         check_colbert(self)
         if self.lora is not None:
@@ -728,6 +635,20 @@ class Case(_Strict):
                     f"own error) apply to {' and '.join(HALF_DTYPES)} only; {dtype} "
                     f"takes plain bounds"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _reference_honours_the_request(self, info: ValidationInfo) -> "Case":
+        """A request field the case's reference recipe does not implement is refused here, with
+        the recipes that do, not minutes later in the worker (a refusal case has no reference).
+        After the checks above, whose errors are more specific."""
+        vocabulary = (info.context or {}).get("vocabulary")
+        recipe = vocabulary.recipe_of(self) if vocabulary is not None else None
+        if recipe is None or self.expect is not None or recipe not in vocabulary.recipes:
+            return self
+        refused = unhonoured(request_of(self, for_hf=True), recipe, vocabulary.honours)
+        if refused:
+            raise ValueError(refused)
         return self
 
     def tolerance(self, dtype: str) -> Tolerance:
@@ -775,7 +696,7 @@ def _check_prompt_form(case: "Case") -> None:
             f"prompt_form {form!r} with mteb_tasks: MTEB sends its own texts as text; "
             f"give the prompt forms a case of their own"
         )
-    if case.truncate is not None:
+    if case.request.truncate is not None:
         raise ValueError(
             f"prompt_form {form!r} with truncate: token-id and embedding prompts are sent whole "
             f"(vLLM does not truncate them as it truncates text); drop one of them"

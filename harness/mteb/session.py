@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness import __version__
 from harness.judge.verdict import Metric, gate
+from harness.matrix.request import Request
 from harness.matrix.runner_names import REFERENCE_RUNNER
 from harness.matrix.schema import Case, Matrix
 from harness.report.model import MetricOut, ReferenceResult, Report, Result
@@ -27,14 +28,17 @@ EXPECTED_DIR = "mteb"  # under the golden folder: golden/mteb/<case>.json
 def _request(shuffle_seed: int | None):
     def make(case: Case, runner: str, run_dir: Path) -> tuple[dict, Path]:
         out = Path(run_dir) / "outputs" / case.id / f"{runner}.mteb.json"
-        options = {"reference": case.reference, **case.hf} if runner == REFERENCE_RUNNER else {}
-        if case.truncate:
-            options["truncate"] = case.truncate
+        hf = runner == REFERENCE_RUNNER
+        # MTEB sends its own texts: of the case's request, only the recipe and truncate apply
+        request = Request(
+            truncate=case.request.truncate,
+            **({"reference": case.reference, "hf": case.hf} if hf else {}),
+        )
         msg = {
             "op": "mteb",
             "task": case.task,
             "tasks": list(case.mteb_tasks),
-            "options": options,
+            "request": request.wire(),
             "model_name": case.hub_id or f"parity-harness/{case.id}",
             "revision": runner,
             "out_dir": str(Path(run_dir) / "mteb"),

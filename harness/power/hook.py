@@ -120,6 +120,8 @@ def record(event: dict, log_dir: str | None = None) -> None:
 
 
 def _vllm_version() -> str | None:
+    # not harness.engine.target.vllm_version: this file is loaded by path into processes (a
+    # `vllm serve`) where the harness package need not be importable
     vllm = sys.modules.get("vllm")
     version = getattr(vllm, "__version__", None)
     if version:

@@ -101,7 +101,21 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
             "",
             "⚠️ `trust_remote_code` was opted into by: " + ", ".join(f"`{c}`" for c in remote),
         ]
-    expected = [r for r in rows if r.status == "xfail"]
+    lines += _expected_and_audit(report, [r for r in rows if r.status == "xfail"], max_reason)
+    lines += _notices(report, max_reason)
+    lines += [
+        "",
+        f"<sub>parity-harness {report.harness_version}"
+        + (f" @ {report.git_commit[:10]}" if report.git_commit else "")
+        + f" · started {report.started}</sub>",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _expected_and_audit(report: Report, expected: list, max_reason: int) -> list[str]:
+    """The recorded divergences measured now, and the default-runner audit."""
+    lines: list[str] = []
     if expected:
         lines += [
             "",
@@ -129,6 +143,12 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
                 f"| {a.family} | `{a.case_id}` | {(a.expected or '-').upper()} | "
                 f"{(a.actual or '-').upper()}{mark} | {md_escape(a.why)} |"
             )
+    return lines
+
+
+def _notices(report: Report, max_reason: int) -> list[str]:
+    """Reference problems, unproven runners and what was under test."""
+    lines: list[str] = []
     bad_refs = [x for x in report.references if x.status != "ok"]
     if bad_refs:
         lines += ["", "### Reference (hf) problems", ""]
@@ -147,11 +167,4 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
     from harness.engine.target import describe_provenance
 
     lines += ["", *(f"Under test: {describe_provenance(p)}" for p in report.vllm_under_test)]
-    lines += [
-        "",
-        f"<sub>parity-harness {report.harness_version}"
-        + (f" @ {report.git_commit[:10]}" if report.git_commit else "")
-        + f" · started {report.started}</sub>",
-        "",
-    ]
-    return "\n".join(lines)
+    return lines

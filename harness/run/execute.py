@@ -13,12 +13,14 @@ from typing import Callable, NamedTuple
 
 from harness.matrix.inputs import input_set
 from harness.matrix.prompt_forms import item_forms
+from harness.matrix.request import request_of
 from harness.matrix.runner_names import runner_info
 from harness.matrix.schema import Case
 from harness.run.plan import Load, ModelProblem, Plan
 from harness.runners import LoadRequest
 from harness.runners.memory import resource_hint
 from harness.runners.pool import Worker, WorkerFailure, WorkerTimeout
+from harness.settings import Settings, current
 
 
 @dataclass
@@ -28,20 +30,14 @@ class Timeouts:
     case: float = 600.0  # one case's forward pass
 
 
-DEFAULT_RSS_LIMIT_MB = 4096.0
+DEFAULT_RSS_LIMIT_MB = Settings.worker_rss_limit_mb
 RSS_LIMIT_ENV = "PARITY_WORKER_RSS_LIMIT_MB"
 
 
 def rss_limit_mb() -> float:
     """A worker whose resident memory after a model is freed exceeds this is restarted before its
     next load. A fixed number, not a share of the host: the verdict must not depend on the host."""
-    raw = os.environ.get(RSS_LIMIT_ENV)
-    if not raw:
-        return DEFAULT_RSS_LIMIT_MB
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{RSS_LIMIT_ENV}={raw!r}: expected a number of MiB") from None
+    return current().worker_rss_limit_mb
 
 
 @dataclass
@@ -314,43 +310,15 @@ class Executor:
     def _run_request(case: Case, runner: str, run_dir: Path) -> tuple[dict, Path]:
         """The `run` request of a case: its inputs through the runner, outputs to the run folder."""
         out = output_path(run_dir, case.id, runner)
-        info = runner_info(runner)
-        options = {"reference": case.reference, **case.hf} if info.is_hf else dict(case.run_options)
-        if info.is_server:
-            options.update(case.serve.model_dump())
-        if case.truncate:
-            options["truncate"] = case.truncate
-        if case.truncation_side:
-            options["truncation_side"] = case.truncation_side
-        if case.padding:
-            options["padding"] = case.padding
-        if case.expect is not None and case.expect.refused:
-            options["expect_refusal"] = True
-        if case.dimensions:
-            options["dimensions"] = case.dimensions
-        if case.prompt_name:
-            options["prompt_name"] = case.prompt_name
-        if case.instruction:
-            options["instruction"] = case.instruction
-        # per request: vLLM is sent it, the reference follows it (an engine-wide setting reaches
-        # the reference only as the case's `hf: {use_activation}`, in the options above)
-        if case.use_activation is not None:
-            options["use_activation"] = case.use_activation
-        if case.chat is not None:
-            options["chat"] = case.chat.model_dump()
-        if case.colbert is not None:
-            options["colbert"] = case.colbert.model_dump()
-        for cap in ("max_tokens_per_query", "max_tokens_per_doc"):
-            if getattr(case, cap):
-                options[cap] = getattr(case, cap)
         items = list(input_set(case.inputs).items)
-        if case.prompt_form != "text":  # what each item is sent as, the reference's too
-            options["prompt_forms"] = item_forms(case.prompt_form, len(items))
+        # what each item is sent as, the reference's too
+        forms = item_forms(case.prompt_form, len(items)) if case.prompt_form != "text" else None
+        request = request_of(case, runner_info(runner).is_hf, forms)
         return {
             "op": "run",
             "task": case.task,
             "items": items,
-            "options": options,
+            "request": request.wire(),
             "out": str(out),
         }, out
 
@@ -372,3 +340,11 @@ def _cost(runner: str, load: Load) -> float:
     else:
         base = 5.0 if info.is_server else 2.0
     return base + 0.1 * len(load.cases)
+
+
+def execute(executor: Executor) -> tuple[dict[tuple[str, str], RunOutcome], str]:
+    """(outcomes, partial reason). Ctrl-C keeps the outcomes so far and marks the report partial."""
+    try:
+        return executor.run(), ""
+    except KeyboardInterrupt:
+        return executor.outcomes, "interrupted (Ctrl-C): cases not reached are reported as errors"

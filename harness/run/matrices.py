@@ -14,10 +14,16 @@ from harness.matrix.schema import Matrix, Vocabulary
 @functools.lru_cache(maxsize=1)
 def vocabulary() -> Vocabulary:
     from harness.models.synthetic import ARCHS
-    from harness.runners.hf import RECIPES
+    from harness.runners import hf
 
     archs = frozenset(a for family in ARCHS.values() for a in family.archs)
-    return Vocabulary(recipes=frozenset(RECIPES), archs=archs)
+    defaults = {**{("", t): r for t, r in hf.DEFAULT_RECIPE.items()}, **hf.DEFAULT_RECIPE_BY_ARCH}
+    return Vocabulary(
+        recipes=frozenset(hf.RECIPES),
+        archs=archs,
+        honours=dict(hf.RECIPE_HONOURS),
+        defaults=defaults,
+    )
 
 
 def load_matrix(path: str | Path) -> Matrix:

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.engine.description import ENGINE
 from harness.matrix.runner_names import REFERENCE_RUNNER
 from harness.matrix.schema import HALF_DTYPES, Case, SyntheticModel
 from harness.models.resolve import (
@@ -59,6 +60,9 @@ class Plan:
     models: dict[str, ResolvedModel | ModelProblem]  # by case id
     dtypes: dict[str, str]  # by case id
     queues: dict[str, list[Load]]  # by runner
+    # by case id: its bounds are calibrated against HF in float32 (needs_fp32_reference), decided
+    # once here for every path that runs or judges it
+    calibrated: dict[str, bool] = field(default_factory=dict)
 
     def runners_of(self, case: Case) -> list[str]:
         return [r for r in case.runners if r in self.runners]
@@ -105,14 +109,7 @@ def prepare_models(cases: list[Case], base_dir: Path) -> dict[str, ResolvedModel
     return models
 
 
-UNDER_TEST = "under test"  # build_plan's default: the vLLM this environment would import
-
-
-def vllm_version_under_test() -> str | None:
-    """The version of the vLLM this environment runs (its files read, never imported)."""
-    from harness.engine.target import vllm_provenance
-
-    return vllm_provenance().get("version")
+UNDER_TEST = "under test"  # build_plan's default: the engine this environment would import
 
 
 def release_skips(cases: list[Case], version: str | None) -> dict[str, ModelProblem]:
@@ -120,7 +117,7 @@ def release_skips(cases: list[Case], version: str | None) -> dict[str, ModelProb
     its reason: nothing of theirs is built or started."""
     out = {}
     for case in cases:
-        why = case.vllm_releases.skip_reason(version) if case.vllm_releases else None
+        why = ENGINE.release_gate(case, version)
         if why:
             out[case.id] = ModelProblem("skip", why)
     return out
@@ -135,28 +132,30 @@ def build_plan(
     with_reference: bool = True,
     one_load_per_case: bool = False,
     fp32_reference: bool = False,
-    vllm_version: str | None = UNDER_TEST,
+    engine_version: str | None = UNDER_TEST,
 ) -> Plan:
     """Resolve every case's model (building synthetic ones) and group work per runner.
     `one_load_per_case` is the naive layout (a fresh load for every case), for benchmarks.
     `fp32_reference`: a case run in half precision whose bounds are calibrated (`k`) also runs
     the reference in float32 (REFERENCE_FP32, in the `hf` queue); float32 runs are unchanged.
-    `vllm_version`: the vLLM the cases run on (default: the one under test here); a case whose
+    `engine_version`: the engine the cases run on (default: the one under test here); a case whose
     `vllm_releases` exclude it is a skip, its model never built (release_skips)."""
-    if vllm_version == UNDER_TEST:
+    if engine_version == UNDER_TEST:
         gated = {}
-        if any(case.vllm_releases for case in cases):
-            gated = release_skips(cases, vllm_version_under_test())
+        if any(ENGINE.gated(case) for case in cases):
+            gated = release_skips(cases, ENGINE.version_here())
     else:
-        gated = release_skips(cases, vllm_version)
+        gated = release_skips(cases, engine_version)
     models: dict[str, ResolvedModel | ModelProblem] = dict(gated)
     models.update(prepare_models([c for c in cases if c.id not in gated], base_dir))
     wanted = set(runners) if runners else None
     used: list[str] = []
     queues: dict[str, dict[str, Load]] = {}
     dtypes: dict[str, str] = {}
+    calibrated: dict[str, bool] = {}
     for case in cases:
         dtypes[case.id] = dtype or case.dtype or platform.default_dtype
+        calibrated[case.id] = needs_fp32_reference(case, dtypes[case.id])
         for runner in case.runners:
             if runner == REFERENCE_RUNNER and not with_reference:
                 continue
@@ -168,11 +167,7 @@ def build_plan(
             if isinstance(model, ModelProblem):
                 continue
             jobs = [(dtypes[case.id], "")]
-            if (
-                runner == REFERENCE_RUNNER
-                and fp32_reference
-                and needs_fp32_reference(case, dtypes[case.id])
-            ):
+            if runner == REFERENCE_RUNNER and fp32_reference and calibrated[case.id]:
                 jobs.append(("float32", REFERENCE_FP32))
             for job_dtype, label in jobs:
                 k = (
@@ -201,6 +196,7 @@ def build_plan(
         models=models,
         dtypes=dtypes,
         queues={r: list(q.values()) for r, q in queues.items()},
+        calibrated=calibrated,
     )
 
 

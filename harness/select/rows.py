@@ -24,6 +24,7 @@ from typing import Literal
 
 import yaml
 
+from harness.engine import target
 from harness.matrix.checks import expand_checks
 from harness.matrix.runner_names import REFERENCE_RUNNER, runner_info
 from harness.matrix.schema import Case, Matrix, SyntheticModel
@@ -116,14 +117,6 @@ class Effect:
         return _in_rows(self.rows, case, runner)
 
 
-@functools.lru_cache(maxsize=1)
-def _version_under_test() -> str | None:
-    """The version of the vLLM this environment runs (read as text, never imported)."""
-    from harness.engine.target import vllm_provenance
-
-    return vllm_provenance().get("version")
-
-
 def _in_rows(rows: Rows, case: Case, runner: str) -> bool:
     info = runner_info(runner)
     if info.is_reference:
@@ -136,7 +129,7 @@ def _in_rows(rows: Rows, case: Case, runner: str) -> bool:
     if variant == "auto":  # the runner vLLM picks; unknown expectation: either
         want = case.expected_auto_runner
         if isinstance(want, dict):  # by release: the vLLM under test's, else either runner named
-            want, _ = case.expected_auto_for(_version_under_test())
+            want, _ = case.expected_auto_for(target.vllm_version())
             return want is None and rows in case.expected_auto_runner.values() or want == rows
         return want in (None, rows)
     return variant == rows
@@ -184,7 +177,7 @@ def case_facts(case: Case, source: VllmSource, base_dir: Path) -> CaseFacts:
     )
     fixes = tuple(source.config_fixes(arch, case.engine.get("model_impl"))) if arch else ()
     # serve.api pooling: an embed or classify case the server runners send to /pooling
-    api = "pooling" if case.serve.api == "pooling" else API_OF_TASK[case.task]
+    api = "pooling" if case.request.serve.api == "pooling" else API_OF_TASK[case.task]
     return CaseFacts(arch, files, api, token, late, fixes)
 
 
@@ -652,7 +645,7 @@ def select(
     ctx = Context(matrix, expanded, facts, source)
     effects = [effect_of(p, origin, ctx) for p in dict.fromkeys(p for p in changed if p.strip())]
     sel = Selection(effects, vllm_source=str(source.root), vllm_range=vllm_range)
-    sel.vllm_version = _version_under_test()
+    sel.vllm_version = target.vllm_version()
     for case in expanded:
         for runner in case.runners:
             why = [e for e in effects if e.picks(case, runner)]

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from harness.matrix.inputs import input_set
+from harness.matrix.request import request_of
 from harness.models.resolve import resolve
 from harness.run.matrices import load_matrix
 from harness.runners import LoadRequest
@@ -31,7 +32,7 @@ def _reference_runs():
             case.reference,
             repr(sorted(case.hf.items())),
             case.task,
-            case.truncate,
+            case.request.truncate,
         )
         if "hf" in case.runners and case.variant_of is None and key not in seen:
             seen.add(key)
@@ -50,11 +51,7 @@ def _run_off_device(case, dtype: str = "bfloat16"):
             trust_remote_code=case.trust_remote_code,
         )
     )
-    options = {
-        "reference": case.reference,
-        **case.hf,
-        **({"truncate": case.truncate} if case.truncate else {}),
-    }
+    options = request_of(case, for_hf=True)
     items = list(input_set(case.inputs).items)[:3]
     mode = OffDevice()
     with mode:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from harness.matrix.inputs import input_set
+from harness.matrix.request import Request
 from harness.models.resolve import resolve
 from harness.run.matrices import load_matrix
 from harness.runners import LoadRequest
@@ -40,15 +41,13 @@ def _run_in_one_worker(case, order: list[int | None], tmp_path, tag: str) -> lis
     try:
         assert worker.request({"op": "load", "request": asdict(req)}, 600, "load")["ok"]
         for i, truncate in enumerate(order):
-            options = {"reference": case.reference, **case.hf}
-            if truncate:
-                options["truncate"] = truncate
+            request = Request(reference=case.reference, hf=case.hf, truncate=truncate or None)
             path = tmp_path / f"{tag}-{i}.safetensors"
             msg = {
                 "op": "run",
                 "task": case.task,
                 "items": items,
-                "options": options,
+                "request": request.wire(),
                 "out": str(path),
             }
             ans = worker.request(msg, 600, "run")

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
 
+from harness.matrix.request import Request
 from harness.models.resolve import resolve
 from harness.run.matrices import load_matrix
 from harness.runners import LoadRequest
 from harness.runners.hf import HFRunner
 from tests.conftest import ROOT
+from tests.requests import req
 
 MATRIX = ROOT / "matrices" / "serve.yaml"
 TEXTS = ["a short text", "a somewhat longer text about Matryoshka embeddings", "x"]
@@ -38,7 +40,7 @@ def runner(model_dir):
 
 @pytest.mark.parametrize("normalize", [False, True])
 def test_the_cut_is_sentence_transformers_truncate_dim(runner, model_dir, normalize):
-    options = {"dimensions": 16, **({"normalize_embeddings": True} if normalize else {})}
+    options = Request(dimensions=16, hf={"normalize_embeddings": True} if normalize else {})
     ours = np.stack(runner.run("embed", TEXTS, options))
     st = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
     theirs = st.encode(
@@ -55,4 +57,4 @@ def test_the_cut_is_sentence_transformers_truncate_dim(runner, model_dir, normal
 
 def test_more_dimensions_than_the_model_has_is_an_error(runner):
     with pytest.raises(ValueError, match="dimensions 65 is more than the model's 64"):
-        runner.run("embed", TEXTS, {"dimensions": 65})
+        runner.run("embed", TEXTS, req(dimensions=65))

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from tests.conftest import ROOT
+from tests.requests import req
 
 DATA = Path(__file__).parent / "data"
 
@@ -134,7 +135,7 @@ class _KillServerAfter(httpx.AsyncBaseTransport):
 def live_server():
     from harness.matrix.schema import SyntheticModel
     from harness.models.resolve import resolve
-    from harness.runners import LoadRequest, serve
+    from harness.runners import LoadRequest, serve, serve_process
     from harness.runners.platform import Platform
 
     model = resolve(
@@ -151,8 +152,8 @@ def live_server():
     taken.bind(("127.0.0.1", 0))
     taken.listen()  # bound and listening: the server's bind of this port fails
     first = iter([taken.getsockname()[1]])
-    real_free_port = serve.free_port
-    serve.free_port = lambda: next(first, None) or real_free_port()
+    real_free_port = serve_process.free_port
+    serve_process.free_port = lambda: next(first, None) or real_free_port()
     runner = serve.ServeRunner("v1")
     pids: list[int] = []
     try:
@@ -162,7 +163,7 @@ def live_server():
         yield runner, info, taken.getsockname()[1], pids
     finally:
         runner.unload()
-        serve.free_port = real_free_port
+        serve_process.free_port = real_free_port
         taken.close()
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
@@ -176,33 +177,35 @@ TEXTS = [
 
 
 def _server_pids(runner) -> list[int]:
-    return [runner.proc.pid, *(p.pid for p in runner.tree)]
+    return [runner.server.proc.pid, *(p.pid for p in runner.server.tree)]
 
 
 def test_a_port_already_taken_is_retried_on_another(live_server):
     runner, info, taken, pids = live_server
     assert info["server"]["ports_in_use"] == [taken], info["server"]
-    assert not runner.url.endswith(f":{taken}") and runner.run("embed", TEXTS, {})[0].shape == (64,)
+    assert not runner.server.url.endswith(f":{taken}") and runner.run("embed", TEXTS, req())[
+        0
+    ].shape == (64,)
 
 
 def test_a_server_killed_mid_case_errors_that_case_and_the_next_case_restarts_it(live_server):
-    from harness.runners.serve import ServerFailure
+    from harness.runners.serve_decode import ServerFailure
 
     runner, _, _, pids = live_server
-    before = runner.run("embed", TEXTS, {"max_in_flight": 1})
+    before = runner.run("embed", TEXTS, req(max_in_flight=1))
     killed = _server_pids(runner)
     pids += killed
-    runner.transport = _KillServerAfter(5, runner.proc.pid)
+    runner.transport = _KillServerAfter(5, runner.server.proc.pid)
     with pytest.raises(ServerFailure) as e:
-        runner.run("embed", TEXTS, {"max_in_flight": 1})
+        runner.run("embed", TEXTS, req(max_in_flight=1))
     assert str(e.value).startswith("server exited (killed by SIGKILL"), str(e.value)
     assert "--- server log tail ---" in str(e.value)
     runner.transport = None
     t0 = time.perf_counter()
-    after = runner.run("embed", TEXTS, {})  # the next case: a fresh server, the same answers
+    after = runner.run("embed", TEXTS, req())  # the next case: a fresh server, the same answers
     print(f"restart and case: {time.perf_counter() - t0:.1f} s")
     pids += _server_pids(runner)
-    assert runner.restarts == 1 and runner.proc.pid not in killed
+    assert runner.server.restarts == 1 and runner.server.proc.pid not in killed
     assert all(np.array_equal(a, b) for a, b in zip(before, after))
     for pid in killed:  # the killed server's engine core went with the restart
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, (

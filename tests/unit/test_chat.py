@@ -7,6 +7,7 @@ import pytest
 
 from harness.matrix.chat import conversation, template_options
 from harness.matrix.schema import Case
+from tests.requests import nest
 
 
 def _case(**kw) -> Case:
@@ -19,7 +20,7 @@ def _case(**kw) -> Case:
         runners=["hf", "vllm-serve-v1"],
         tolerances={"float32": {"max_abs": 1e-5}},
     )
-    return Case.model_validate({**base, **kw})
+    return Case.model_validate({**base, **nest(kw)})
 
 
 def test_conversation_and_options():
@@ -35,7 +36,7 @@ def test_conversation_and_options():
 
 
 def test_chat_case_keys_are_validated():
-    assert _case(chat={"add_generation_prompt": True}).chat.add_generation_prompt
+    assert _case(chat={"add_generation_prompt": True}).request.chat.add_generation_prompt
     with pytest.raises(ValueError, match="cannot both be true"):
         _case(chat={"add_generation_prompt": True, "continue_final_message": True})
     with pytest.raises(ValueError, match="chat applies to tasks embed and classify"):
@@ -142,5 +143,5 @@ def test_add_special_tokens_tokenizes_the_rendering_with_the_tokenizers_own_toke
 
 
 def test_add_special_tokens_is_a_chat_option_off_by_default():
-    assert _case(chat={}).chat.add_special_tokens is False
-    assert _case(chat={"add_special_tokens": True}).chat.add_special_tokens is True
+    assert _case(chat={}).request.chat.add_special_tokens is False
+    assert _case(chat={"add_special_tokens": True}).request.chat.add_special_tokens is True

@@ -2,6 +2,7 @@ import pytest
 
 from harness.matrix.checks import CHECKS, expand_checks
 from harness.runners.options import run_with_options
+from tests.requests import req
 from tests.unit.test_compare import make_case
 
 
@@ -39,18 +40,18 @@ def test_run_with_options_restores_order_and_counts_calls():
         return [f"out:{x}" for x in batch]
 
     items = list("abcdefgh")
-    assert run_with_options(call, items, {"shuffle_seed": 3}) == [f"out:{x}" for x in items]
+    assert run_with_options(call, items, req(shuffle_seed=3)) == [f"out:{x}" for x in items]
     assert calls[-1] != items and sorted(calls[-1]) == items  # really sent in another order
     calls.clear()
-    assert run_with_options(call, items, {"one_by_one": True}) == [f"out:{x}" for x in items]
+    assert run_with_options(call, items, req(one_by_one=True)) == [f"out:{x}" for x in items]
     assert len(calls) == 8 and all(len(c) == 1 for c in calls)
     calls.clear()
-    run_with_options(call, items, {"warm_prefix_cache": True})
+    run_with_options(call, items, req(warm_prefix_cache=True))
     assert len(calls) == 2
 
 
 def test_a_runner_that_loses_an_item_is_not_hidden_by_reordering():
-    out = run_with_options(lambda batch: batch[:-1], list("abcd"), {"shuffle_seed": 1})
+    out = run_with_options(lambda batch: batch[:-1], list("abcd"), req(shuffle_seed=1))
     assert len(out) == 3
 
 
@@ -140,7 +141,7 @@ def test_a_new_check_is_one_registry_entry(monkeypatch):
     (derived,) = expand_checks([base], seed=5)[1:]
     assert derived.id == "c@two_seqs" and derived.check == "two_seqs"
     assert derived.runners == ["vllm-v2"] and derived.engine == {"max_num_seqs": 2}
-    assert derived.run_options == {"shuffle_seed": 5} and derived.serve.max_in_flight == 3
+    assert derived.run_options == {"shuffle_seed": 5} and derived.request.serve.max_in_flight == 3
     assert "check" not in derived.model_dump() and base.check is None
     assert check_not_in_effect(derived, {"effective": {"max_num_seqs": 2}}) is None
     reason = check_not_in_effect(derived, {"effective": {"max_num_seqs": 8}})

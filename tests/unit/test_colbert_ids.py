@@ -9,6 +9,7 @@ import pytest
 from harness.matrix.inputs import input_set
 from harness.runners.colbert_ids import colbert_ids
 from harness.runners.hf.colbert import pylate_ids
+from tests.requests import req
 
 COLBERTV2 = {"query_prefix": "q", "document_prefix": "d", "query_length": 32}
 JINA = {"query_prefix": "\u2581Q", "document_prefix": "\u2581D", "query_length": 32}
@@ -107,7 +108,8 @@ cases:
     family: colbert
     reference: pylate-colbert-token-embed
     model: {source: synthetic, arch: HF_ColBERT, seed: 30}
-    colbert: {query_prefix: q, document_prefix: d, role: query}
+    request:
+      colbert: {query_prefix: q, document_prefix: d, role: query}
 """
 
 
@@ -115,8 +117,9 @@ def test_matrix_takes_the_colbert_key(write_matrix):
     from harness.run.matrices import load_matrix
 
     (case,) = load_matrix(write_matrix(COLBERT_CASE)).cases
-    assert case.colbert.role == "query" and case.colbert.query_length == 32
-    assert case.colbert.send == "token_ids" and not case.colbert.attend_to_expansion_tokens
+    spec = case.request.colbert
+    assert spec.role == "query" and spec.query_length == 32
+    assert spec.send == "token_ids" and not spec.attend_to_expansion_tokens
 
 
 @pytest.mark.parametrize(
@@ -126,7 +129,7 @@ def test_matrix_takes_the_colbert_key(write_matrix):
         ("reference: pylate-colbert-token-embed", "reference: colbert-token-embed", "must build"),
         ("runners: [hf, vllm-v1]", "runners: [hf, vllm-serve-v1]", "offline LLM API only"),
         ("role: query}", "role: query, skiplist: [.]}", "skiplist applies to score"),
-        ("    colbert:", "    truncate: 8\n    colbert:", "drop truncate"),
+        ("      colbert:", "      truncate: 8\n      colbert:", "drop truncate"),
     ],
 )
 def test_matrix_refuses_a_colbert_key_a_side_cannot_follow(write_matrix, old, new, message):
@@ -164,7 +167,7 @@ def test_pylate_maxsim_is_colbert_scores_without_skiplist_tokens(monkeypatch, to
 
     monkeypatch.setattr(mod, "_pylate_encoder", encoder)
     pairs = list(input_set("query-document-pairs").items)
-    got = mod._pylate_maxsim(SimpleNamespace(tokenizer=lambda: tok), pairs, {"colbert": spec})
+    got = mod._pylate_maxsim(SimpleNamespace(tokenizer=lambda: tok), pairs, req(colbert=spec))
     skip = {tok.convert_tokens_to_ids(w) for w in spec["skiplist"]}
     skipped = 0
     for (q, d), g in zip(pairs, got):

@@ -3,7 +3,9 @@ import pytest
 
 from harness.judge.compare import compare, degenerate_reference
 from harness.judge.metrics import cosine_distance, max_abs, max_rel, rank_disagreement
+from harness.judge.side import Side
 from harness.matrix.schema import Case, Tolerance
+from tests.requests import nest
 
 TOL = Tolerance(cosine_distance=1e-6, max_abs=1e-5)
 
@@ -18,7 +20,7 @@ def make_case(**kw) -> Case:
         runners=["hf", "vllm-v1"],
         tolerances={"float32": TOL.model_dump()},
     )
-    return Case.model_validate({**base, **kw})
+    return Case.model_validate({**base, **nest(kw)})
 
 
 def vecs(n=4, d=8, seed=0):
@@ -140,12 +142,24 @@ def test_token_ids_must_be_equal_and_the_first_difference_is_named():
     ref = vecs()
     same = [a.copy() for a in ref]
     ids = [[2, 10, 11, 3], [2, 12, 3], [2, 13, 3], [2, 14, 15, 3]]
-    m = measure(TOL, ("cosine_distance", "max_abs"), ref, same, ITEMS4, ids, [list(x) for x in ids])
+    m = measure(
+        TOL,
+        ("cosine_distance", "max_abs"),
+        Side(ref, token_ids=ids),
+        Side(same, token_ids=[list(x) for x in ids]),
+        ITEMS4,
+    )
     assert m.problem is None and m.notes["token_ids"] == "token ids equal for 4 of 4 items"
     # a template that slipped a token in (vLLM #19522 put the text "None" between query and document)
     bad = [list(x) for x in ids]
     bad[1] = [2, 12, 999, 3]
-    m = measure(TOL, ("cosine_distance", "max_abs"), ref, same, ITEMS4, ids, bad)
+    m = measure(
+        TOL,
+        ("cosine_distance", "max_abs"),
+        Side(ref, token_ids=ids),
+        Side(same, token_ids=bad),
+        ITEMS4,
+    )
     assert m.problem == (
         "token ids differ at item 1, position 2: reference 3, runner 999 (lengths 3 and 4; "
         "input 'b')"
@@ -155,19 +169,23 @@ def test_token_ids_must_be_equal_and_the_first_difference_is_named():
     short[3] = [2, 14, 15]
     assert (
         "position 3: reference 3, runner (end)"
-        in measure(TOL, ("max_abs",), ref, same, ITEMS4, ids, short).problem
+        in measure(
+            TOL, ("max_abs",), Side(ref, token_ids=ids), Side(same, token_ids=short), ITEMS4
+        ).problem
     )
     # the runner recorded ids the reference did not (e.g. a golden without them): the check was
     # expected and could not run, an error naming the reference, never a note
-    m = measure(TOL, ("max_abs",), ref, same, ITEMS4, None, ids)
+    m = measure(TOL, ("max_abs",), Side(ref, token_ids=None), Side(same, token_ids=ids), ITEMS4)
     assert (
         "the reference recorded none, so the token-id and usage checks could not run"
         in m.reference_problem
     )
     # a runner that records none: the report says so
-    m = measure(TOL, ("max_abs",), ref, same, ITEMS4, ids, None)
+    m = measure(TOL, ("max_abs",), Side(ref, token_ids=ids), Side(same, token_ids=None), ITEMS4)
     assert m.problem is None and "the runner recorded none" in m.notes["token_ids"]
-    m = measure(TOL, ("max_abs",), ref, same, ITEMS4, [None] * 4, ids)
+    m = measure(
+        TOL, ("max_abs",), Side(ref, token_ids=[None] * 4), Side(same, token_ids=ids), ITEMS4
+    )
     assert "tokenizes no item as one sequence" in m.notes["token_ids"]
 
 
@@ -208,7 +226,7 @@ def test_the_notes_name_each_check_that_could_not_run_and_why():
 def measure_(ref, got):
     from harness.judge.compare import measure
 
-    return measure(TOL, ("max_abs",), ref, got, ITEMS4)
+    return measure(TOL, ("max_abs",), Side(ref), Side(got), ITEMS4)
 
 
 def compare_ids(case, ref_ids, got_ids):
@@ -219,7 +237,13 @@ def compare_ids(case, ref_ids, got_ids):
     return judge(
         case,
         "vllm-v1",
-        measure(TOL, ("max_abs",), ref, [a.copy() for a in ref], ITEMS4, ref_ids, got_ids),
+        measure(
+            TOL,
+            ("max_abs",),
+            Side(ref, token_ids=ref_ids),
+            Side([a.copy() for a in ref], token_ids=got_ids),
+            ITEMS4,
+        ),
     )
 
 

@@ -12,10 +12,10 @@ import pytest
 from harness.judge.verdict import Measurement, Metric, judge
 from harness.matrix.inputs import input_set
 from harness.matrix.schema import Case, Divergence, MatrixError
+from harness.run.assemble import verdict_for
 from harness.run.execute import RunOutcome
 from harness.run.matrices import load_matrix
 from harness.run.plan import REFERENCE_FP32
-from harness.run.session import verdict_for
 from harness.runners.outputs import save_items
 
 MATRICES = Path(__file__).resolve().parents[2] / "matrices"
@@ -69,7 +69,7 @@ def test_a_run_in_bfloat16_judges_the_jina_vl_row_from_its_outputs_so_too(tmp_pa
         info = {"actual_runner": "v1"} if name == "got" else {}
         outcomes[name] = RunOutcome(case.id, name, "ok", output=str(path), info=info)
     got, ref, ref32_run = outcomes["got"], outcomes["hf"], outcomes[REFERENCE_FP32]
-    v = verdict_for(case, "vllm-v1", "bfloat16", ref, got, ref32_run)
+    v = verdict_for(case, "vllm-v1", "bfloat16", ref, got, ref32_run, calibrated=True)
     assert v.status == "xfail" and "not observable in bfloat16" in v.reason  # main: xpass
     assert verdict_for(case, "vllm-v1", "float32", ref32_run, got, None).status == "fail"
 

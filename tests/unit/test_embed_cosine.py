@@ -7,6 +7,7 @@ import torch
 
 from harness.matrix.inputs import input_set
 from harness.runners.hf import RECIPES
+from tests.requests import req
 
 PAIRS = [tuple(p) for p in input_set("query-document-pairs").items]
 
@@ -44,7 +45,7 @@ def _numpy_cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def test_the_reference_cosine_equals_numpys_on_the_same_vectors():
     runner = _Runner()
-    got = RECIPES["st-embed-cosine"](runner, PAIRS, {})
+    got = RECIPES["st-embed-cosine"](runner, PAIRS, req())
     want = [_numpy_cosine(_vector(q), _vector(d)) for q, d in PAIRS]
     assert [g.shape for g in got] == [(1,)] * len(PAIRS)
     np.testing.assert_allclose([float(g[0]) for g in got], want, atol=1e-6, rtol=0)
@@ -55,7 +56,7 @@ def test_the_reference_cosine_equals_numpys_on_the_same_vectors():
 
 def test_a_pair_is_scored_on_its_own_texts_not_its_neighbours():
     swapped = [(q, PAIRS[(k + 1) % len(PAIRS)][1]) for k, (q, _) in enumerate(PAIRS)]
-    got = RECIPES["st-embed-cosine"](_Runner(), swapped, {})
+    got = RECIPES["st-embed-cosine"](_Runner(), swapped, req())
     want = [_numpy_cosine(_vector(q), _vector(d)) for q, d in swapped]
     np.testing.assert_allclose([float(g[0]) for g in got], want, atol=1e-6, rtol=0)
     original = [_numpy_cosine(_vector(q), _vector(d)) for q, d in PAIRS]

@@ -11,6 +11,7 @@ from harness.run.execute import RunOutcome
 from harness.runners.engine_trace import EngineTrace, attach, summarize
 from harness.runners.vllm import VllmRunner
 from harness.runners.worker import _requests
+from tests.requests import req
 from tests.unit.test_compare import make_case
 from tests.unit.test_engine_trace import FakeLLM, FakeScheduler, _reason
 
@@ -37,7 +38,7 @@ def _run(texts, scheduler, tmp) -> dict:
     runner = VllmRunner("v1")
     runner.llm = FakeLLM(scheduler)
     runner.trace = attach(runner.llm)
-    out = runner.run("embed", texts, {})
+    out = runner.run("embed", texts, req())
     assert [float(o[0]) for o in out] == [float(len(t)) for t in texts]  # input order kept
     return _requests(runner, str(tmp / "out"))
 

@@ -10,10 +10,12 @@ import pytest
 import harness.runners.options
 from harness.judge.verdict import Measurement, Metric, check_not_in_effect, outcome_verdict
 from harness.matrix.checks import expand_checks
+from harness.matrix.request import Request
 from harness.run.execute import RunOutcome
 from harness.runners.engine_trace import EngineTrace, attach, summarize
 from harness.runners.vllm import VllmRunner
 from harness.runners.worker import _requests
+from tests.requests import req
 from tests.unit.test_compare import make_case
 
 TEXTS = [" ".join(["word"] * n) for n in (3, 9, 5, 14, 7, 2, 11, 6)]  # 5..16 tokens with specials
@@ -32,17 +34,17 @@ class FakeScheduler:
 
     def schedule(self):
         left, out = self.budget, {}
-        for req in list(self.waiting):
-            fits = req[1] <= left
+        for waiting in list(self.waiting):
+            fits = waiting[1] <= left
             splits = self.chunked or self.split_anyway
-            take = min(req[1], left) if splits else (req[1] if fits else 0)
+            take = min(waiting[1], left) if splits else (waiting[1] if fits else 0)
             if take == 0:
                 break
-            out[req[0]] = take
+            out[waiting[0]] = take
             left -= take
-            req[1] -= take
-            if req[1] == 0:
-                self.waiting.remove(req)
+            waiting[1] -= take
+            if waiting[1] == 0:
+                self.waiting.remove(waiting)
         return SimpleNamespace(num_scheduled_tokens=out)
 
 
@@ -81,7 +83,7 @@ def _run(
     runner = VllmRunner("v1")
     runner.llm = FakeLLM(FakeScheduler(budget, chunked, split_anyway))
     runner.trace = attach(runner.llm)
-    out = runner.run("embed", TEXTS, options)
+    out = runner.run("embed", TEXTS, req(**options))
     assert [float(o[0]) for o in out] == [float(len(t)) for t in TEXTS]  # answers in input order
     return _requests(runner, str(tmp / "out"))
 
@@ -124,8 +126,8 @@ def test_a_request_pattern_that_never_reaches_the_engine_is_an_error(
     """Seeded mutation: the runner loses the option on its way to the engine."""
     real = harness.runners.options.run_with_options
 
-    def lossy(call, items, options):
-        return real(call, items, {k: v for k, v in options.items() if k != dropped})
+    def lossy(call, items, request):
+        return real(call, items, request.model_copy(update={dropped: Request().__dict__[dropped]}))
 
     monkeypatch.setattr(harness.runners.options, "run_with_options", lossy)
     (derived,) = [c for c in expand_checks([make_case(checks=[check])], seed=3) if c.variant_of]
@@ -172,7 +174,7 @@ def test_without_a_trace_of_the_scheduler_the_check_is_not_proven(tmp_path, chec
     runner.llm = FakeLLM(FakeScheduler(16, True))
     # vLLM's MP client has no in-process engine core
     runner.trace = attach(SimpleNamespace(llm_engine=SimpleNamespace(engine_core=object())))
-    runner.run("embed", TEXTS, {"one_by_one": True})
+    runner.run("embed", TEXTS, req(one_by_one=True))
     requests = _requests(runner, str(tmp_path / "out"))
     effective = CHUNKED if check == "chunked_prefill" else UNCHUNKED
     reason = _reason(check, requests, effective, runner.trace.as_info())

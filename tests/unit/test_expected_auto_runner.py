@@ -3,6 +3,7 @@ models to V2): `expected_auto_runner` takes a mapping of version specifiers."""
 
 import pytest
 
+from harness.engine import target
 from harness.judge.verdict import outcome_verdict
 from harness.matrix.schema import MatrixError
 from harness.run.execute import RunOutcome
@@ -71,6 +72,6 @@ def test_selection_follows_the_default_runner_of_the_vllm_under_test(write_matri
         ("0.28.0", True, False),
         (None, True, True),
     ):
-        monkeypatch.setattr(select, "_version_under_test", lambda v=version: v)
+        monkeypatch.setattr(target, "vllm_version", lambda v=version: v)
         assert select._in_rows("v1", case, "vllm-auto") is v1_rows, version
         assert select._in_rows("v2", case, "vllm-auto") is v2_rows, version

@@ -11,6 +11,7 @@ import pytest
 from harness.matrix.schema import SyntheticModel
 from harness.models.synthetic import build
 from harness.runners import LoadRequest
+from tests.requests import req
 
 TEXTS = ["the cat sat on the mat", "a dog ran far away", "where is the station?"]
 LAYERLESS = {"num_hidden_layers": 0, "num_labels": 32}  # as the matrix's bert-tiny0 cases
@@ -74,10 +75,9 @@ def test_the_float32_head_is_numpys_float32_head_and_not_the_bfloat16_one(
 ):
     d = _built(tmp_path, arch, seed=2710)
     runner = _hf(d)
-    raw = {"use_activation": False}
-    fp32 = runner.run(task, TEXTS, {"reference": f"{recipe}-fp32-head", **raw})
-    probs = runner.run(task, TEXTS, {"reference": f"{recipe}-fp32-head"})
-    half = runner.run(task, TEXTS, {"reference": recipe, **raw})
+    fp32 = runner.run(task, TEXTS, req(reference=f"{recipe}-fp32-head", use_activation=False))
+    probs = runner.run(task, TEXTS, req(reference=f"{recipe}-fp32-head"))
+    half = runner.run(task, TEXTS, req(reference=recipe, use_activation=False))
     model = runner.auto_model(cls_name)
     dtypes = {p.dtype for p in model.parameters()}
     runner.unload()
@@ -149,7 +149,7 @@ def test_the_matrix_cases_ask_vllm_for_each_head_dtype_and_the_mutation_selects_
     for i, c in cases.items():
         fp32 = setting[i] != "model"
         assert c.reference == "hf-token-classification" + ("-fp32-head" if fp32 else "")
-        assert c.dtype == "bfloat16" and c.use_activation is False
+        assert c.dtype == "bfloat16" and c.request.use_activation is False
         assert c.model.config == LAYERLESS
         tol = c.tolerance("bfloat16")
         assert tol.k is None and tol.bounds() == {"max_abs": 1e-3}  # fixed, not calibrated

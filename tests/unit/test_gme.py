@@ -18,6 +18,7 @@ from harness.matrix.inputs import (
 )
 from harness.run.matrices import load_matrix
 from harness.runners.hf.gme import card_fetch_image, card_smart_resize
+from tests.requests import req
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -156,7 +157,7 @@ def test_the_recipe_pools_the_last_token_l2_normalised_at_the_positions_asked(po
     key = f"gme-processor-{CARD_MIN_IMAGE_TOKENS * 784}-{CARD_MAX_IMAGE_TOKENS * 784}"
     runner._loaded.update({"Qwen2VLForConditionalGeneration": model, key: proc})
     items = ["a bb ccc", {"text": "dd e", "image": "synthetic-images-56/0"}]
-    out = _gme_embed(runner, items, {"positions": positions})
+    out = _gme_embed(runner, items, req(hf={"positions": positions}))
 
     # numpy: the embeddings with image pads overwritten, the stand-in decoder, the last row, L2
     table = model.table.numpy().astype(np.float64)
@@ -183,9 +184,9 @@ def test_the_recipe_refuses_an_unknown_positions_reading_and_truncation():
     from harness.runners.hf.gme import _gme_embed
 
     with pytest.raises(ValueError, match="positions 'rope'; valid: card, mrope"):
-        _gme_embed(object(), ["x"], {"positions": "rope"})
+        _gme_embed(object(), ["x"], req(hf={"positions": "rope"}))
     with pytest.raises(ValueError, match="truncation"):
-        _gme_embed(object(), ["x"], {"truncate": 8})
+        _gme_embed(object(), ["x"], req(truncate=8))
 
 
 def test_the_multimodal_matrix_holds_the_three_gme_rows_and_the_hub_row_reads_its_family():

@@ -121,7 +121,7 @@ def test_reference_key_resolves_the_recipe_from_the_checkpoint(tmp_path):
             model={"source": "local", "path": "x"},
             inputs="short-texts",
             runners=["hf"],
-            truncate=16,
+            request={"truncate": 16},
             tolerances={"float32": {"cosine_distance": 1e-6, "max_abs": 1e-5}},
         )
     )

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from harness.runners import SkipCase
+from tests.requests import req
 
 INSTRUCTION = "<|user|>\nGiven a scientific paper title, retrieve the paper's abstract\n<|embed|>\n"
 TEXTS = [
@@ -82,7 +83,7 @@ def _hf_runner(model_dir):
 def test_only_a_recipe_that_takes_an_instruction_is_given_one(gritlm_dir):
     with pytest.raises(ValueError, match="does not implement instruction"):
         _hf_runner(gritlm_dir).run(
-            "embed", TEXTS, {"reference": "st-embed", "instruction": INSTRUCTION}
+            "embed", TEXTS, req(reference="st-embed", instruction=INSTRUCTION)
         )
 
 
@@ -91,7 +92,7 @@ def test_an_instruction_is_refused_where_it_means_nothing():
 
     from tests.unit.test_compare import make_case
 
-    assert make_case(instruction=INSTRUCTION).instruction == INSTRUCTION
+    assert make_case(instruction=INSTRUCTION).request.instruction == INSTRUCTION
     with pytest.raises(ValidationError, match="instruction applies to task 'embed'"):
         make_case(task="classify", instruction=INSTRUCTION)
     with pytest.raises(ValidationError, match="instruction applies to task 'embed'"):
@@ -135,7 +136,7 @@ def test_the_gritlm_reference_is_a_bidirectional_mean_without_the_instruction(gr
         )
     runner = _hf_runner(gritlm_dir)
     got = np.stack(
-        runner.run("embed", TEXTS, {"reference": "gritlm-embed", "instruction": INSTRUCTION})
+        runner.run("embed", TEXTS, req(reference="gritlm-embed", instruction=INSTRUCTION))
     )
     bidirectional = _independent(gritlm_dir, causal=False)
     causal = _independent(gritlm_dir, causal=True)
@@ -143,7 +144,7 @@ def test_the_gritlm_reference_is_a_bidirectional_mean_without_the_instruction(gr
     # what the mutations do is far outside that: causal attention, or the instruction averaged in
     assert np.abs(got - causal).max() > 1e-2
     with_instruction = np.stack(
-        runner.run("embed", [INSTRUCTION + t for t in TEXTS], {"reference": "gritlm-embed"})
+        runner.run("embed", [INSTRUCTION + t for t in TEXTS], req(reference="gritlm-embed"))
     )
     assert np.abs(got - with_instruction).max() > 1e-2
     # the ids the reference ran: its tokenizer over instruction + text, <s> first

@@ -10,11 +10,12 @@ import pytest
 
 from harness.judge.compare import measure
 from harness.judge.metrics import norm_rel
+from harness.judge.side import Side
 from harness.matrix.schema import Case, MatrixError, Tolerance
+from harness.run.assemble import verdict_for
 from harness.run.execute import RunOutcome
 from harness.run.matrices import load_matrix
 from harness.run.plan import REFERENCE_FP32, needs_fp32_reference
-from harness.run.session import verdict_for
 from harness.runners.outputs import save_items
 
 POOLING = Path(__file__).resolve().parents[2] / "matrices" / "pooling.yaml"
@@ -75,6 +76,7 @@ def _verdict(tmp_path, case: Case, ref32, ref, got, dtype="bfloat16"):
         RunOutcome(case.id, "hf", "ok", output=str(paths["hf"])),
         RunOutcome(case.id, "vllm-v1", "ok", output=str(paths["got"]), info=ok),
         RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(paths[REFERENCE_FP32])),
+        calibrated=needs_fp32_reference(case, dtype),
     )
 
 
@@ -196,17 +198,22 @@ def test_calibrated_bound_is_k_times_the_references_own_error_plus_the_floor():
     items = ("a", "b")
     tol = Tolerance(k=3.0, max_abs=1e-3)
     m = measure(
-        tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.02]), other], items, ref32=ref32
+        tol, ("max_abs",), Side(ref), Side([np.array([1.0, 2.0, 4.02]), other]), items, Side(ref32)
     ).metrics[0]
     assert m.ref_error == pytest.approx(0.01) and m.bound == pytest.approx(3 * 0.01 + 1e-3)
     assert m.value == pytest.approx(0.02) and m.ratio == pytest.approx(2.0) and m.ok
     bad = measure(
-        tol, ("max_abs",), ref, [np.array([1.0, 2.0, 4.04]), other], items, ref32=ref32
+        tol, ("max_abs",), Side(ref), Side([np.array([1.0, 2.0, 4.04]), other]), items, Side(ref32)
     ).metrics[0]
     assert bad.value == pytest.approx(0.04) and not bad.ok
     # where HF in half equals HF in float32, the floor alone is the bound
     exact = measure(
-        tol, ("max_abs",), ref32, [np.array([1.0, 2.0, 4.0005]), other], items, ref32=ref32
+        tol,
+        ("max_abs",),
+        Side(ref32),
+        Side([np.array([1.0, 2.0, 4.0005]), other]),
+        items,
+        Side(ref32),
     ).metrics[0]
     assert exact.ref_error == 0.0 and exact.bound == pytest.approx(1e-3)
     assert exact.ratio is None and exact.ok
@@ -223,10 +230,11 @@ def test_calibrated_bounds_without_the_float32_reference_are_an_error(tmp_path, 
         output=str(tmp_path / "a.safetensors"),
         info={"actual_runner": "v1"},
     )
-    v = verdict_for(embed_case, "vllm-v1", "bfloat16", ref, got, None)
+    v = verdict_for(embed_case, "vllm-v1", "bfloat16", ref, got, None, calibrated=True)
     assert v.status == "error" and "float32 reference" in v.reason
     failed = RunOutcome(embed_case.id, REFERENCE_FP32, "error", "boom")
-    assert verdict_for(embed_case, "vllm-v1", "bfloat16", ref, got, failed).status == "error"
+    v = verdict_for(embed_case, "vllm-v1", "bfloat16", ref, got, failed, calibrated=True)
+    assert v.status == "error"
 
 
 def test_norm_rel_sees_length_not_direction():
@@ -284,13 +292,17 @@ def _half_golden(tmp_path, case, e, ids=None):
     from types import SimpleNamespace
 
     from harness.matrix.inputs import input_set
-    from harness.run.session import _golden_verdict
+    from harness.run.golden_flow import _golden_verdict
 
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     (model_dir / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
     model = SimpleNamespace(path=model_dir, fingerprint="fp", description="synthetic")
-    plan = SimpleNamespace(dtypes={case.id: "bfloat16"}, platform=SimpleNamespace(device="cpu"))
+    plan = SimpleNamespace(
+        dtypes={case.id: "bfloat16"},
+        calibrated={case.id: True},
+        platform=SimpleNamespace(device="cpu"),
+    )
     n = len(input_set(case.inputs).items)
     ids = ids or [[101, 7 + i, 102] for i in range(n)]
 
@@ -378,7 +390,7 @@ def test_golden_verify_of_a_half_golden_runs_the_token_id_check(tmp_path, embed_
 
 def test_a_half_run_against_its_golden_reads_the_float32_reference_from_it(tmp_path, embed_case):
     from harness.judge import golden
-    from harness.run.session import golden_outcomes
+    from harness.run.golden_flow import golden_outcomes
 
     e, _ = _embed_set(embed_case)
     _, d = _half_golden(tmp_path, embed_case, e)

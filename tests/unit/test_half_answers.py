@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from harness.judge.compare import checks_yardstick, measure
+from harness.judge.side import Side
 from harness.judge.verdict import judge
 from harness.matrix.schema import Case, Tolerance
 
@@ -49,11 +50,10 @@ def _measure(got: np.ndarray, **kw):
     return measure(
         BF16,
         ("max_abs", "max_rel", "rank_disagreement"),
-        _scores(REF32 + OWN),
-        _scores(got),
+        Side.of(_scores(REF32 + OWN)),
+        Side.of(_scores(got), meta=_metas(got, **kw)),
         ITEMS,
-        got_meta=_metas(got, **kw),
-        ref32=_scores(REF32),
+        Side.of(_scores(REF32)),
     )
 
 

@@ -161,8 +161,9 @@ def test_a_fresh_worker_runs_a_recipe_the_case_names():
         "def reached(self):\n"
         "    raise RuntimeError('st-embed reached')\n"
         "h.HFRunner.sentence_transformer = reached\n"
+        "from harness.matrix.request import Request\n"
         "try:\n"
-        "    h.HFRunner(None).run('embed', ['a text'], {'reference': 'st-embed'})\n"
+        "    h.HFRunner(None).run('embed', ['a text'], Request(reference='st-embed'))\n"
         "except RuntimeError as e:\n"
         "    print(e)\n"
     )

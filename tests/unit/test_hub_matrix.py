@@ -42,8 +42,8 @@ def test_a_hub_case_with_mteb_tasks_fed_identical_outputs_passes_the_real_compar
     import numpy as np
 
     from harness.matrix.inputs import input_set
+    from harness.run.assemble import verdict_for
     from harness.run.execute import RunOutcome
-    from harness.run.session import verdict_for
     from harness.runners.outputs import save_items
 
     cases = [c for c in load_matrix(HUB).cases if c.mteb_tasks and c.variant_of is None]

@@ -13,6 +13,7 @@ from harness.matrix.inputs import input_set
 from harness.matrix.schema import LoraAdapter, MatrixError
 from harness.run.matrices import load_matrix
 from tests.conftest import ROOT
+from tests.requests import req
 
 CASE = "qwen3-tiny-seq-classify-3-lora"
 
@@ -195,4 +196,4 @@ def test_a_reference_recipe_that_does_not_run_the_adapter_is_refused(monkeypatch
     runner = hf_mod.HFRunner(None)
     runner.req = LoadRequest(model_dir="m", dtype="float32", device="cpu", lora_dir="adapter")
     with pytest.raises(ValueError, match="does not run the case's LoRA adapter"):
-        runner.run("classify", ["a"], {"reference": "no-adapter"})
+        runner.run("classify", ["a"], req(reference="no-adapter"))

@@ -405,3 +405,72 @@ def test_an_unknown_family_from_defaults_names_the_defaults_line(write_matrix):
     with pytest.raises(MatrixError) as e:
         load_matrix(p)
     assert f"{p}:3: case 'one', key 'family': unknown family 'bert-embedd'" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "extra, refused, able",
+    [
+        # the task's default recipe (st-embed for a BertModel embed case)
+        ("    request: {truncate: 8, truncation_side: left}\n", "st-embed", "truncation_side"),
+        # a named one
+        (
+            "    reference: splade-max\n    request: {use_activation: false}\n",
+            "splade-max",
+            "use_activation",
+        ),
+    ],
+)
+def test_a_request_field_the_reference_does_not_honour_is_refused_when_the_matrix_loads(
+    write_matrix, extra, refused, able
+):
+    """Declared by each recipe (harness.runners.hf.recipe(honours=...)), checked at load: the
+    error names the file, the case, the field and the recipes that do honour it."""
+    from harness.runners.hf import RECIPE_HONOURS
+
+    with pytest.raises(MatrixError) as e:
+        load_matrix(write_matrix(BASE + extra))
+    doers = sorted(r for r, fields in RECIPE_HONOURS.items() if able in fields)
+    assert doers and refused not in doers
+    want = (
+        rf"m\.yaml:\d+: case 'one'.*reference recipe '{refused}' does not implement {able}; "
+        rf"recipes that do: {re.escape(', '.join(doers))}"
+    )
+    assert re.search(want, str(e.value)), str(e.value)
+
+
+def test_a_recipe_declares_only_request_fields_it_could_honour():
+    from harness.runners.hf import recipe
+
+    with pytest.raises(ValueError, match=r"honours \['truncate_side'\]: not request fields"):
+        recipe("never-registered", honours=["truncate_side"])(lambda runner, items, request: [])
+
+
+@pytest.mark.parametrize(
+    "layer, text",
+    [
+        ("case", BASE + "    truncate: 8\n"),
+        (
+            "family",
+            BASE.replace("    task: embed\n", "    task: embed\n    serve: {api: pooling}\n"),
+        ),
+    ],
+)
+def test_a_request_option_at_the_top_level_is_refused_with_its_new_spelling(
+    write_matrix, layer, text
+):
+    """Request options live under `request:`; the old spelling names file, line, key and the
+    new one (wherever it was set: the case or its family)."""
+    with pytest.raises(MatrixError) as e:
+        load_matrix(write_matrix(text))
+    key = "truncate" if layer == "case" else "serve"
+    line = text.splitlines().index(f"    {key}: " + text.split(f"    {key}: ")[1].split("\n")[0])
+    want = (
+        rf"m\.yaml:{line + 1}: case 'one', key '{key}': request options live under `request:` "
+        rf"now; write `request: {{{key}: \.\.\.}}`"
+    )
+    assert re.search(want, str(e.value)), str(e.value)
+    # the new spelling loads
+    moved = text.replace(f"    {key}: ", f"    request: {{{key}: ", 1).replace(
+        "8\n" if layer == "case" else "pooling}\n", "8}\n" if layer == "case" else "pooling}}\n", 1
+    )
+    assert load_matrix(write_matrix(moved, name="new.yaml")).cases

@@ -12,6 +12,7 @@ import pytest
 from harness.matrix import images
 from harness.matrix.inputs import input_set
 from harness.run.matrices import load_matrix
+from tests.requests import req
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +51,7 @@ def test_the_clip_reference_refuses_a_mixed_prompt_before_loading_a_model():
         req = None
 
     with pytest.raises(ValueError, match="never both in one prompt"):
-        _clip_embed(NoModel(), list(input_set("texts-with-images").items[:2]), {})
+        _clip_embed(NoModel(), list(input_set("texts-with-images").items[:2]), req())
 
 
 def test_the_multimodal_matrix_expects_vllm_to_refuse_a_clip_text_with_image():

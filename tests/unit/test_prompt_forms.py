@@ -18,6 +18,7 @@ from harness.matrix.schema import MatrixError
 from harness.run.matrices import load_matrix
 from harness.runners.engine_trace import attach
 from harness.runners.vllm import VllmRunner
+from tests.requests import req
 from tests.unit.test_compare import TOL, make_case
 
 torch = pytest.importorskip("torch")
@@ -63,7 +64,7 @@ cases:
             "    inputs: {texts: [one, two]}\n",
             "needs >= 3 items",
         ),
-        ("    prompt_form: token_ids\n    truncate: 8\n", "drop one of them"),
+        ("    prompt_form: token_ids\n    request: {truncate: 8}\n", "drop one of them"),
         (
             "    prompt_form: embeds\n    engine: {enable_prompt_embeds: true}\n"
             "    runners: [hf, vllm-serve-v1]\n",
@@ -180,7 +181,7 @@ def _reference_meta(forms):
 
 
 def _judge(runner, forms):
-    got = runner.run("embed", TEXTS, {"prompt_forms": forms})
+    got = runner.run("embed", TEXTS, req(prompt_forms=forms))
     ref_meta = _reference_meta(forms)
     ref = [np.asarray(g, dtype=np.float32) for g in got]  # the numbers agree by construction
     v = compare(
@@ -236,7 +237,7 @@ def test_embeddings_changed_on_the_way_to_the_engine_fail():
 def test_embeddings_other_than_the_references_fail():
     forms = ["embeds"] * 4
     runner = _runner()
-    got = runner.run("embed", TEXTS, {"prompt_forms": forms})
+    got = runner.run("embed", TEXTS, req(prompt_forms=forms))
     ref_meta = _reference_meta(forms)
     ref_meta[3]["embeds_sha256"] = "0" * 64
     problem, _ = form_problem(forms, runner.last_meta, ref_meta)
@@ -310,15 +311,15 @@ def test_hf_reference_on_inputs_embeds_equals_hf_on_the_text():
             "architecture": "Qwen3ForSequenceClassification",
         }
     )
-    opts = {"reference": "hf-sequence-classification"}
+    opts = req(reference="hf-sequence-classification")
     text = hf.run("classify", TEXTS, opts)
     text_ids = [m["prompt_token_ids"] for m in hf.last_meta]
     forms = item_forms("mixed", len(TEXTS))
-    mixed = hf.run("classify", TEXTS, {**opts, "prompt_forms": forms})
+    mixed = hf.run("classify", TEXTS, opts.model_copy(update={"prompt_forms": forms}))
     assert [m["prompt_token_ids"] for m in hf.last_meta] == text_ids
     assert [m["engine_input"] for m in hf.last_meta] == forms
     assert max(float(np.abs(a - b).max()) for a, b in zip(text, mixed)) <= 1e-6
-    embeds = hf.run("classify", TEXTS, {**opts, "prompt_forms": ["embeds"] * 4})
+    embeds = hf.run("classify", TEXTS, opts.model_copy(update={"prompt_forms": ["embeds"] * 4}))
     assert max(float(np.abs(a - b).max()) for a, b in zip(text, embeds)) <= 1e-6
 
     emb = model.get_input_embeddings()
@@ -358,11 +359,11 @@ def _served_token_ids(send_text: bool = False):
             return None
 
     runner = ServeRunner("v1")
-    runner.url, runner.model, runner.proc = "http://server.test", "m", _Alive()
+    runner.server.url, runner.model, runner.server.proc = "http://server.test", "m", _Alive()
     runner.transport = httpx.MockTransport(handler)
     runner._tokenizers = {"m": FakeTokenizer()}
     forms = ["token_ids"] * len(TEXTS)
-    opts = {} if send_text else {"prompt_forms": forms}
+    opts = req() if send_text else req(prompt_forms=forms)
     got = runner.run("embed", TEXTS, opts)
     return runner, got, bodies, forms
 

@@ -13,6 +13,7 @@ import pytest
 from harness.matrix import images
 from harness.matrix.inputs import DSE_DOCUMENT, DSE_QUERY, input_set
 from harness.run.matrices import load_matrix
+from tests.requests import req
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,7 +93,7 @@ def test_the_reference_takes_the_last_layers_last_token_l2_normalised():
     model, proc = _Model(torch), _Processor(torch)
     runner._loaded.update({"Qwen2VLForConditionalGeneration": model, "processor": proc})
     items = [{"text": "a b cc <|image_pad|>", "image": "blank/28"}, "text only prompt"]
-    out = _qwen2_vl_last_embed(runner, items, {})
+    out = _qwen2_vl_last_embed(runner, items, req())
     for it, got in zip(items, out):
         text = it["text"] if isinstance(it, dict) else it
         ids = proc([text])["input_ids"]
@@ -109,7 +110,7 @@ def test_the_reference_refuses_truncation_rather_than_cut_the_template():
     from harness.runners.hf.qwen2_vl_embed import _qwen2_vl_last_embed
 
     with pytest.raises(ValueError, match="truncation"):
-        _qwen2_vl_last_embed(object(), ["x"], {"truncate": 8})
+        _qwen2_vl_last_embed(object(), ["x"], req(truncate=8))
 
 
 def test_the_multimodal_matrix_holds_the_dse_embedder_and_siglips_mixed_rows():

@@ -9,6 +9,7 @@ from harness.judge.verdict import outcome_verdict, refusal_verdict
 from harness.matrix.schema import Case, Tolerance
 from harness.run.execute import RunOutcome
 from harness.runners.options import run_expecting_refusal
+from tests.requests import nest
 
 RULE = "maximum context length is 128 tokens"
 MSG = "VLLMValidationError: This model's maximum context length is 128 tokens. However, ..."
@@ -25,7 +26,7 @@ def make_case(**kw) -> Case:
         tolerances={"float32": Tolerance(max_abs=1e-5).model_dump()},
         expect={"refused": RULE},
     )
-    return Case.model_validate({**base, **kw})
+    return Case.model_validate({**base, **nest(kw)})
 
 
 def test_every_item_refused_with_the_expected_error_passes_and_says_no_reference_applies():
@@ -102,7 +103,7 @@ def test_malformed_refusal_cases_are_refused(kw, text):
 
 @pytest.mark.parametrize("n", [-1, 2, 129])
 def test_truncate_takes_a_count_or_minus_one(n):
-    assert make_case(expect=None, runners=["hf", "vllm-v1"], truncate=n).truncate == n
+    assert make_case(expect=None, runners=["hf", "vllm-v1"], truncate=n).request.truncate == n
 
 
 @pytest.mark.parametrize("n", [-2, 0, 1])

@@ -471,7 +471,7 @@ def test_an_embed_case_sent_to_pooling_is_selected_by_the_pooling_api(write_matr
         "    inputs: short-texts\n"
         "    runners: [hf, vllm-serve-v1]\n"
         "    model: {source: synthetic, arch: BertModel, seed: 0}\n"
-        "    serve: {api: pooling}\n",
+        "    request: {serve: {api: pooling}}\n",
     )
     matrix = load_matrix(write_matrix(text))
     pooled = _case_ids(_rows(matrix, fake_vllm, "vllm/entrypoints/pooling/pooling/protocol.py"))

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from harness.judge.compare import measure
+from harness.judge.side import Side
 from harness.judge.verdict import check_not_in_effect, judge
 from harness.matrix.checks import expand_checks
 from harness.matrix.inputs import input_set
@@ -21,14 +22,10 @@ from harness.matrix.schema import Case, MatrixError, Tolerance
 from harness.run.matrices import load_matrix
 from harness.runners import serve_decode
 from harness.runners.platform import Platform
-from harness.runners.serve import (
-    ServerFailure,
-    ServerTimeout,
-    ServeRunner,
-    cli_args,
-    free_port,
-    runner_from_log,
-)
+from harness.runners.serve import ServeRunner
+from harness.runners.serve_decode import ServerFailure, ServerTimeout
+from harness.runners.serve_process import cli_args, free_port, runner_from_log
+from tests.requests import req
 
 
 def test_engine_kwargs_become_server_flags():
@@ -107,7 +104,7 @@ class _Alive:
 
 def _served(handler) -> ServeRunner:
     runner = ServeRunner("v1")
-    runner.url, runner.model, runner.proc = "http://server.test", "m", _Alive()
+    runner.server.url, runner.model, runner.server.proc = "http://server.test", "m", _Alive()
     runner.transport = httpx.MockTransport(handler)
     return runner
 
@@ -150,19 +147,16 @@ def _rerank_server(fault: str = ""):
 def _rerank_measure(fault: str = "", top_n: int | None = 2):
     runner = _served(_rerank_server(fault))
     got = runner.run(
-        "score", [list(p) for p in PAIRS], {"api": "rerank", "top_n": top_n, "max_in_flight": 4}
+        "score", [list(p) for p in PAIRS], req(api="rerank", top_n=top_n, max_in_flight=4)
     )
     ref = [np.asarray([_score(q, d)], dtype=np.float32) for q, d in PAIRS]
     ref_ids = [_ids(f"{q} {d}") for q, d in PAIRS]
     return measure(
         SCORE_TOL,
         ("max_abs", "max_rel", "rank_disagreement"),
-        ref,
-        got,
+        Side(ref, token_ids=ref_ids),
+        Side.of(got, runner.last_meta),
         PAIRS,
-        ref_ids,
-        None,
-        runner.last_meta,
     )
 
 
@@ -197,7 +191,7 @@ def test_a_reordered_or_untruncated_rerank_answer_fails(fault, expected):
 def test_rerank_results_are_matched_by_index_not_position():
     # the server lists results best first: positions differ from the order sent for most groups
     runner = _served(_rerank_server())
-    got = runner.run("score", [list(p) for p in PAIRS], {"api": "rerank", "max_in_flight": 4})
+    got = runner.run("score", [list(p) for p in PAIRS], req(api="rerank", max_in_flight=4))
     assert max(meta["in_flight"] for meta in runner.last_meta) == 4  # 6 query groups, 4 at once
     assert [float(g[0]) for g in got] == pytest.approx([_score(q, d) for q, d in PAIRS], abs=1e-7)
     assert any(meta["rerank"]["rank"] != k % 4 for k, meta in enumerate(runner.last_meta))
@@ -210,12 +204,12 @@ def test_a_rerank_index_out_of_range_is_the_servers_error():
     with pytest.raises(
         ServerFailure, match=r"result 0 has index 9; expected each of 0..3 at most once"
     ):
-        _served(handler).run("score", [list(p) for p in PAIRS], {"api": "rerank"})
+        _served(handler).run("score", [list(p) for p in PAIRS], req(api="rerank"))
 
 
 def test_rerank_needs_a_score_case_and_top_n_needs_rerank(write_matrix):
     head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: short-texts, runners: [hf],\n"
-    tol = "     tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}, serve: %s}\n"
+    tol = "     tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}, request: {serve: %s}}\n"
     with pytest.raises(MatrixError, match="serve.api 'rerank' needs task 'score', not 'embed'"):
         load_matrix(write_matrix(head % "embed" + tol % "{api: rerank}"))
     with pytest.raises(MatrixError, match="serve.top_n applies to serve.api 'rerank' only"):
@@ -267,17 +261,14 @@ def _embed_server(usage_offset: int = 0):
 
 def _embed_measure(handler, options: dict | None = None):
     runner = _served(handler)
-    got = runner.run("embed", list(TEXTS), options or {})
+    got = runner.run("embed", list(TEXTS), req(**(options or {})))
     ref = [np.asarray(_vector(t), dtype=np.float32) for t in TEXTS]
     return measure(
         EMBED_TOL,
         ("cosine_distance", "max_abs"),
-        ref,
-        got,
+        Side(ref, token_ids=[_ids(t) for t in TEXTS]),
+        Side.of(got, runner.last_meta),
         TEXTS,
-        [_ids(t) for t in TEXTS],
-        [m["prompt_token_ids"] for m in runner.last_meta],
-        runner.last_meta,
     )
 
 
@@ -336,9 +327,9 @@ def test_concurrent_answers_are_matched_by_request_and_the_peak_in_flight_is_rec
     m = _embed_measure(_delayed_embed_server(), {"max_in_flight": 16})
     assert m.problem is None and all(x.ok for x in m.metrics), m
     runner = _served(_delayed_embed_server())
-    runner.run("embed", list(TEXTS), {"max_in_flight": 16})
+    runner.run("embed", list(TEXTS), req(max_in_flight=16))
     assert max(meta["in_flight"] for meta in runner.last_meta) == 16
-    runner.run("embed", list(TEXTS), {"max_in_flight": 1})
+    runner.run("embed", list(TEXTS), req(max_in_flight=1))
     assert {meta["in_flight"] for meta in runner.last_meta} == {1}
 
 
@@ -378,7 +369,7 @@ def test_a_concurrency_check_must_prove_it_took_effect(check, peak, error):
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
     assert (
         derived.runners == ["vllm-serve-v1"]
-        and derived.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
+        and derived.request.serve.max_in_flight == {"concurrent": 16, "sequential": 1}[check]
     )
     # the server's own counts: some step held 2+ (concurrent), every step held one (sequential)
     batched = {"engine_steps": 3 if check == "concurrent" else 24, "requests_finished": 24}
@@ -451,7 +442,7 @@ def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(
     from harness.runners.worker import _requests
 
     runner = _served(_metered_embed_server(per_step, metrics))
-    runner.run("embed", list(TEXTS), {"max_in_flight": 16})
+    runner.run("embed", list(TEXTS), req(max_in_flight=16))
     requests = _requests(runner, str(tmp_path / "out"))
     assert requests["peak_in_flight"] == 16  # the client had 16 in flight every time
     if metrics:
@@ -475,11 +466,11 @@ def test_sequential_is_an_error_when_the_server_counts_more_requests_than_steps(
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["sequential"]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
     alone = _served(_metered_embed_server(1))
-    alone.run("embed", list(TEXTS), {"max_in_flight": 1})
+    alone.run("embed", list(TEXTS), req(max_in_flight=1))
     assert check_not_in_effect(derived, {"requests": _requests(alone, str(tmp_path / "a"))}) is None
     # seeded: a server whose counts say it ran requests together though one was sent at a time
     odd = _served(_metered_embed_server(4))
-    odd.run("embed", list(TEXTS), {"max_in_flight": 1})
+    odd.run("embed", list(TEXTS), req(max_in_flight=1))
     reason = check_not_in_effect(derived, {"requests": _requests(odd, str(tmp_path / "b"))})
     assert reason == (
         "invariance check sequential did not take effect: one request was in flight "
@@ -516,8 +507,10 @@ def _base64_server(cut_item: int | None = None, cut=lambda vector: _b64(vector))
 
 
 def _with_log(runner: ServeRunner, tmp_path) -> ServeRunner:
-    runner.log_path = tmp_path / "server.log"
-    runner.log_path.write_text("INFO the server's own words\nERROR EngineCore failed: boom\n")
+    runner.server.log_path = tmp_path / "server.log"
+    runner.server.log_path.write_text(
+        "INFO the server's own words\nERROR EngineCore failed: boom\n"
+    )
     return runner
 
 
@@ -527,7 +520,7 @@ def test_http_500_is_an_error_naming_the_item_with_the_server_log_tail(tmp_path)
 
     runner = _with_log(_served(handler), tmp_path)
     with pytest.raises(ServerFailure) as e:
-        runner.run("embed", list(TEXTS), {"shuffle_seed": 3})
+        runner.run("embed", list(TEXTS), req(shuffle_seed=3))
     assert re.match(
         r"HTTP 500 from /v1/embeddings for item \d+: \{\"error\": \"Internal Server Error\"\}",
         str(e.value),
@@ -557,7 +550,7 @@ def test_http_500_is_an_error_naming_the_item_with_the_server_log_tail(tmp_path)
 def test_a_truncated_base64_payload_names_the_item_and_the_bytes_expected(tmp_path, cut, message):
     runner = _with_log(_served(_base64_server(cut_item=5, cut=cut)), tmp_path)
     with pytest.raises(ServerFailure, match=re.escape(message)) as e:
-        runner.run("embed", list(TEXTS), {"encoding_format": "base64", "shuffle_seed": 1})
+        runner.run("embed", list(TEXTS), req(encoding_format="base64", shuffle_seed=1))
     assert "--- server log tail ---" in str(e.value)
 
 
@@ -589,7 +582,7 @@ def test_a_connection_lost_to_a_server_that_exited_says_how_it_exited(tmp_path):
         _served(lambda request: (_ for _ in ()).throw(httpx.RemoteProtocolError("peer closed"))),
         tmp_path,
     )
-    runner.proc.poll = lambda: (setattr(runner, "proc", _Exited()), None)[
+    runner.server.proc.poll = lambda: (setattr(runner.server, "proc", _Exited()), None)[
         1
     ]  # alive at the start, dead after
     with pytest.raises(
@@ -597,15 +590,17 @@ def test_a_connection_lost_to_a_server_that_exited_says_how_it_exited(tmp_path):
         match=r"^server exited \(killed by SIGKILL.*\) during the case: request for "
         r"item \d+ to /v1/embeddings failed with RemoteProtocolError: peer closed",
     ):
-        runner.run("embed", list(TEXTS), {})
+        runner.run("embed", list(TEXTS), req())
 
 
 def test_the_next_case_restarts_a_server_that_died(monkeypatch):
     runner = _served(_embed_server())
-    runner.proc, runner.started_with = _Exited(), ("request", {})
-    monkeypatch.setattr(runner, "_launch", lambda: setattr(runner, "proc", _Alive()) or [])
-    runner.run("embed", list(TEXTS), {})
-    assert runner.restarts == 1 and isinstance(runner.proc, _Alive)
+    runner.server.proc, runner.server.started_with = _Exited(), ("request", {})
+    monkeypatch.setattr(
+        runner.server, "_launch", lambda: setattr(runner.server, "proc", _Alive()) or []
+    )
+    runner.run("embed", list(TEXTS), req())
+    assert runner.server.restarts == 1 and isinstance(runner.server.proc, _Alive)
     assert {meta["server_restarts"] for meta in runner.last_meta} == {
         1
     }  # the result says it ran on a restart
@@ -627,10 +622,10 @@ def test_dimensions_are_sent_to_the_server_and_apply_to_embed_cases_only():
             else {"data": [{"embedding": [1.0, 0.0]}], "usage": {"prompt_tokens": 1}},
         )
 
-    _served(handler).run("embed", ["a text"], {"dimensions": 2})
+    _served(handler).run("embed", ["a text"], req(dimensions=2))
     assert sent == [2, None]  # the embeddings request, then /tokenize
     with pytest.raises(ValueError, match="dimensions applies to task 'embed' only, not 'score'"):
-        Case.model_validate({**_case("score").model_dump(), "dimensions": 2})
+        Case.model_validate({**_case("score").model_dump(), "request": {"dimensions": 2}})
 
 
 def test_a_server_never_healthy_is_stopped_after_the_start_timeout_the_env_sets(
@@ -640,25 +635,24 @@ def test_a_server_never_healthy_is_stopped_after_the_start_timeout_the_env_sets(
     server is stopped when it runs out and the error names the limit and how to raise it."""
     import time
 
-    from harness.runners import LoadRequest
-    from harness.runners import serve as serve_mod
+    from harness.runners import LoadRequest, serve_process
 
     (tmp_path / "never_healthy.py").write_text("import time\ntime.sleep(120)\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    monkeypatch.setattr(serve_mod, "SERVER_MODULE", "never_healthy")
+    monkeypatch.setattr(serve_process, "SERVER_MODULE", "never_healthy")
     monkeypatch.setenv("PARITY_SERVE_START_TIMEOUT", "1.5")
     runner = ServeRunner("v1")
     req = LoadRequest(model_dir=str(tmp_path), dtype="float32", device="cpu")
     t0 = time.monotonic()
     with pytest.raises(ServerTimeout, match=r"not healthy after 2 s \(PARITY_SERVE_START_TIMEOUT"):
-        runner._start(req, {}, free_port())
+        runner.server._start(req, {}, free_port())
     assert time.monotonic() - t0 < 30
-    assert runner.proc is None
+    assert runner.server.proc is None
 
 
 @pytest.mark.parametrize("raw", ["soon", "0", "-5"])
 def test_a_bad_start_timeout_is_refused_naming_the_variable(monkeypatch, raw):
-    from harness.runners.serve import start_timeout
+    from harness.runners.serve_process import start_timeout
 
     monkeypatch.setenv("PARITY_SERVE_START_TIMEOUT", raw)
     with pytest.raises(ServerFailure, match="PARITY_SERVE_START_TIMEOUT"):
@@ -705,7 +699,7 @@ def test_batched_requests_carry_their_items_and_answers_are_matched_by_index(per
     assert m.problem is None and all(x.ok for x in m.metrics), m
     assert m.notes["usage"].startswith("usage.prompt_tokens equal to the reference's token count")
     runner = _served(reversed_order)
-    runner.run("embed", list(TEXTS), options)
+    runner.run("embed", list(TEXTS), req(**options))
     assert runner.last_run["batching"]["items_per_request"] == sizes
     assert [meta["batch"]["items"] for meta in runner.last_meta] == [
         s for s in sizes for _ in range(s)
@@ -732,7 +726,7 @@ def test_a_repeated_or_out_of_range_index_is_the_servers_error(index_of, message
     with pytest.raises(
         ServerFailure, match=re.escape(f"/v1/embeddings request 0 (items [0, 1, 2]): {message}")
     ):
-        runner.run("embed", list(TEXTS), {"items_per_request": 3, "max_in_flight": 1})
+        runner.run("embed", list(TEXTS), req(items_per_request=3, max_in_flight=1))
 
 
 def test_a_batched_usage_count_off_by_one_fails_naming_the_request():
@@ -758,13 +752,15 @@ def test_items_per_request_applies_to_embed_and_classify_only(write_matrix):
     head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: short-texts, runners: [hf, vllm-serve-v1],\n"
     tol = "     tolerances: {float32: {cosine_distance: 1.0e-6, max_abs: 1.0e-5}}, %s}\n"
     for task in ("embed", "classify"):
-        load_matrix(write_matrix(head % task + tol % "serve: {items_per_request: all}"))
+        load_matrix(write_matrix(head % task + tol % "request: {serve: {items_per_request: all}}"))
     with pytest.raises(MatrixError, match="serve.items_per_request applies to tasks 'embed'"):
-        load_matrix(write_matrix(head % "token_embed" + tol % "serve: {items_per_request: 2}"))
+        load_matrix(
+            write_matrix(head % "token_embed" + tol % "request: {serve: {items_per_request: 2}}")
+        )
     with pytest.raises(MatrixError, match="check 'batched_all' applies to tasks 'embed'"):
         load_matrix(write_matrix(head % "token_embed" + tol % "checks: [batched_all]"))
     with pytest.raises(MatrixError, match="items_per_request must be at least 1"):
-        load_matrix(write_matrix(head % "embed" + tol % "serve: {items_per_request: 0}"))
+        load_matrix(write_matrix(head % "embed" + tol % "request: {serve: {items_per_request: 0}}"))
 
 
 def _batched_requests(tmp_path, options: dict, logged: int | None = None, finished=None):
@@ -774,18 +770,18 @@ def _batched_requests(tmp_path, options: dict, logged: int | None = None, finish
 
     log: list = []
     runner = _served(_batched_embed_server(log=log))
-    runner.log_path = tmp_path / "server.log"
-    runner.log_path.write_text("INFO started\n")
+    runner.server.log_path = tmp_path / "server.log"
+    runner.server.log_path.write_text("INFO started\n")
 
-    original = runner._logged_posts
+    original = runner.server.logged_posts
 
     def logged_posts(path, mark, expected):
-        with open(runner.log_path, "a") as f:
+        with open(runner.server.log_path, "a") as f:
             f.writelines(log[: len(log) if logged is None else logged])
         return original(path, mark, expected)
 
-    runner._logged_posts = logged_posts
-    runner.run("embed", list(TEXTS), options)
+    runner.server.logged_posts = logged_posts
+    runner.run("embed", list(TEXTS), req(**options))
     requests = _requests(runner, str(tmp_path / "out"))
     items = len(TEXTS) if finished is None else finished
     requests["server_metrics"] = {"engine_steps": 2, "requests_finished": items}
@@ -841,12 +837,12 @@ def _batched_requests(tmp_path, options: dict, logged: int | None = None, finish
 def test_a_batching_check_proves_its_batching_from_the_harness_and_the_servers_log(
     tmp_path, monkeypatch, check, options, logged, finished, error
 ):
-    from harness.runners import serve
+    from harness.runners import serve_process
 
-    monkeypatch.setattr(serve, "LOG_WAIT", 0.0)
+    monkeypatch.setattr(serve_process, "LOG_WAIT", 0.0)
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": [check]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
-    sent = options or derived.serve.model_dump()
+    sent = options or derived.request.serve.model_dump()
     requests = _batched_requests(tmp_path, sent, logged, finished)
     reason = check_not_in_effect(derived, {"requests": requests})
     assert reason == (None if error is None else f"invariance check {check} " + error)
@@ -854,7 +850,7 @@ def test_a_batching_check_proves_its_batching_from_the_harness_and_the_servers_l
 
 def test_a_batching_check_without_a_server_log_is_not_proven(tmp_path):
     runner = _served(_batched_embed_server())
-    runner.run("embed", list(TEXTS), {"items_per_request": "all", "max_in_flight": 1})
+    runner.run("embed", list(TEXTS), req(items_per_request="all", max_in_flight=1))
     assert runner.last_run["batching"]["server_log_requests"] is None
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["batched_all"]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
@@ -866,7 +862,7 @@ def test_a_batching_check_without_a_server_log_is_not_proven(tmp_path):
 
 
 def test_uvicorn_access_lines_are_counted_per_endpoint_and_status():
-    from harness.runners.serve import count_posts
+    from harness.runners.serve_process import count_posts
 
     text = (
         'INFO:     127.0.0.1:56174 - "POST /v1/embeddings HTTP/1.1" 200 OK\n'
@@ -917,7 +913,7 @@ def test_score_shapes_are_sent_as_asked_and_matched_by_index(per_request, shape,
         return await inner(request)
 
     runner = _served(handler)
-    got = runner.run("score", [list(p) for p in PAIRS], {"items_per_request": per_request})
+    got = runner.run("score", [list(p) for p in PAIRS], req(items_per_request=per_request))
     assert [float(g[0]) for g in got] == pytest.approx([_score(q, d) for q, d in PAIRS])
     assert runner.last_run["batching"]["items_per_request"] == sizes
     assert all(isinstance(b["text_1"], str) == (shape == "1:N") for b in sent)
@@ -926,7 +922,7 @@ def test_score_shapes_are_sent_as_asked_and_matched_by_index(per_request, shape,
 @pytest.mark.parametrize("per_request", ["query", "all"])
 def test_score_shapes_with_mixed_up_indexes_fail(per_request):
     runner = _served(_score_shapes_server(index_of=lambda k, n: n - 1 - k))
-    got = runner.run("score", [list(p) for p in PAIRS], {"items_per_request": per_request})
+    got = runner.run("score", [list(p) for p in PAIRS], req(items_per_request=per_request))
     assert [float(g[0]) for g in got] != pytest.approx([_score(q, d) for q, d in PAIRS])
 
 
@@ -942,7 +938,9 @@ def test_score_shapes_fit_score_cases_only(write_matrix):
     with pytest.raises(
         MatrixError, match="applies to /v1/embeddings, /classify and /score, not serve.api 'rerank'"
     ):
-        load_matrix(write_matrix(pairs + tol % "serve: {api: rerank, items_per_request: all}"))
+        load_matrix(
+            write_matrix(pairs + tol % "request: {serve: {api: rerank, items_per_request: all}}")
+        )
 
 
 @pytest.mark.parametrize(
@@ -1001,7 +999,7 @@ def test_api_pooling_sends_each_item_to_pooling_with_the_cases_task(task):
         "chat_template_kwargs": {"enable_thinking": False},
         "add_special_tokens": True,
     }
-    out = _served(_pooling_server(seen)).run(task, ["ab", "abc"], {"api": "pooling", "chat": chat})
+    out = _served(_pooling_server(seen)).run(task, ["ab", "abc"], req(api="pooling", chat=chat))
     assert [o.tolist() for o in out] == [[2.0, 1.0], [3.0, 1.0]]
     pooled = [b for p, b in seen if p == "/pooling"]
     assert len(pooled) == 2 and all(b["task"] == task for b in pooled)
@@ -1015,20 +1013,20 @@ def test_api_pooling_sends_each_item_to_pooling_with_the_cases_task(task):
     assert tok[0]["messages"] == body["messages"]
     # without chat: the text as `input`
     seen.clear()
-    out = _served(_pooling_server(seen)).run(task, ["abcd"], {"api": "pooling"})
+    out = _served(_pooling_server(seen)).run(task, ["abcd"], req(api="pooling"))
     assert out[0].tolist() == [4.0, 1.0]
     assert [b for p, b in seen if p == "/pooling"][0]["input"] == "abcd"
 
 
 def test_chat_requests_leave_add_special_tokens_to_the_servers_default():
     seen: list = []
-    _served(_pooling_server(seen)).run("embed", ["ab"], {"api": "pooling", "chat": {}})
+    _served(_pooling_server(seen)).run("embed", ["ab"], req(api="pooling", chat={}))
     assert all("add_special_tokens" not in b for _, b in seen)
 
 
 def test_api_pooling_needs_embed_or_classify(write_matrix):
     head = "families: {f: {}}\ncases:\n  - {id: c, family: f, task: %s, model: {source: synthetic, arch: BertModel}, inputs: %s, runners: [hf],\n"
-    tol = "     tolerances: {float32: {max_abs: 1.0e-5}}, serve: %s}\n"
+    tol = "     tolerances: {float32: {max_abs: 1.0e-5}}, request: {serve: %s}}\n"
     load_matrix(write_matrix(head % ("classify", "short-texts") + tol % "{api: pooling}"))
     with pytest.raises(MatrixError, match="serve.api 'pooling' applies to tasks 'embed' and"):
         load_matrix(write_matrix(head % ("token_classify", "short-texts") + tol % "{api: pooling}"))

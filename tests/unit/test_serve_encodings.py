@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-from harness.matrix.schema import Case, ServeOptions
+from harness.matrix.request import ServeOptions
+from harness.matrix.schema import Case
 from harness.run.matrices import load_matrix
 from harness.runners import serve_decode
 from harness.runners.serve import ServeRunner
 from harness.runners.serve_decode import ServerFailure, decode_values
+from tests.requests import req
 
 ORDERS = {"little": "<", "big": ">"}
 
@@ -133,7 +135,7 @@ def test_serve_yaml_half_encoding_bounds_are_the_dtypes_rounding_on_top_of_float
     assert {k: family.bounds()[k] for k in FLOAT32_BOUNDS} == FLOAT32_BOUNDS
     for case_id, dtype in HALF_CASES.items():
         case = cases[case_id]
-        assert (case.serve.embed_dtype, case.dtype) == (dtype, "float32")
+        assert (case.request.serve.embed_dtype, case.dtype) == (dtype, "float32")
         bounds = case.tolerances["float32"].bounds()
         for metric, value in _derived(dtype).items():
             assert bounds[metric] == _round_up_3(value), (case_id, metric, value)
@@ -215,9 +217,9 @@ def _binary_server(fault: str = ""):
 
 def _run(options: dict, fault: str = "") -> tuple[list[np.ndarray], ServeRunner]:
     runner = ServeRunner("v1")
-    runner.url, runner.model, runner.proc = "http://server.test", "m", _Alive()
+    runner.server.url, runner.model, runner.server.proc = "http://server.test", "m", _Alive()
     runner.transport = httpx.MockTransport(_binary_server(fault))
-    return runner.run("embed", list(TEXTS), options), runner
+    return runner.run("embed", list(TEXTS), req(**options)), runner
 
 
 @pytest.mark.parametrize("fmt", ["base64", "bytes", "bytes_only"])
@@ -268,5 +270,5 @@ def test_binary_options_need_a_binary_format_and_an_embed_case():
             inputs="short-texts",
             runners=["hf", "vllm-serve-v1"],
             tolerances={"float32": {"max_abs": 1e-5}},
-            serve={"encoding_format": "bytes"},
+            request={"serve": {"encoding_format": "bytes"}},
         )

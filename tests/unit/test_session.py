@@ -1,7 +1,7 @@
 from pathlib import Path
 
+from harness.run.assemble import verdict_for
 from harness.run.execute import RunOutcome
-from harness.run.session import verdict_for
 from harness.runners.outputs import save_items
 from tests.unit.test_compare import make_case, vecs
 
@@ -106,7 +106,7 @@ def test_a_runner_inserting_a_token_fails_against_the_golden_as_against_live_hf(
 
     from harness.judge import golden
     from harness.matrix.inputs import input_set
-    from harness.run.session import golden_reference
+    from harness.run.golden_flow import golden_reference
 
     model_dir = tmp_path / "model"
     model_dir.mkdir()
@@ -180,7 +180,7 @@ def test_a_served_runners_usage_is_held_to_the_goldens_token_ids(tmp_path):
 
     from harness.judge import golden
     from harness.matrix.inputs import input_set
-    from harness.run.session import golden_reference
+    from harness.run.golden_flow import golden_reference
 
     model_dir = tmp_path / "model"
     model_dir.mkdir()

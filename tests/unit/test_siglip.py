@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from harness.matrix.schema import Case
 from harness.runners.vllm import truncation_kwargs
+from tests.requests import nest, req
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,30 +27,32 @@ def make_case(**kw) -> Case:
         runners=["hf", "vllm-v1"],
         tolerances={"float32": {"cosine_distance": 1e-6, "max_abs": 1e-5}},
     )
-    return Case.model_validate({**base, **kw})
+    return Case.model_validate({**base, **nest(kw)})
 
 
 def test_padding_is_max_length_or_nothing():
-    assert make_case().padding is None
-    assert make_case(padding="max_length").padding == "max_length"
+    assert make_case().request.padding is None
+    assert make_case(padding="max_length").request.padding == "max_length"
     with pytest.raises(ValidationError):
         make_case(padding="longest")
 
 
 def test_vllm_is_asked_to_pad_per_request_beside_any_truncation():
-    assert truncation_kwargs({"padding": "max_length"}) == {"padding": "max_length"}
-    assert truncation_kwargs({"truncate": 16, "padding": "max_length"}) == {
+    assert truncation_kwargs(req(padding="max_length")) == {"padding": "max_length"}
+    assert truncation_kwargs(req(truncate=16, padding="max_length")) == {
         "truncate_prompt_tokens": 16,
         "padding": "max_length",
     }
-    assert truncation_kwargs({"truncate": 0, "padding": None}) is None
+    assert truncation_kwargs(req(truncate=None, padding=None)) is None
 
 
 def test_a_recipe_that_does_not_pad_refuses_a_case_asking_for_padding():
     from harness.runners.hf import HFRunner
 
-    with pytest.raises(ValueError, match="does not pad texts to max_length"):
-        HFRunner(None).run("embed", ["a"], {"reference": "st-embed", "padding": "max_length"})
+    with pytest.raises(
+        ValueError, match="does not implement padding; recipes that do: siglip-embed"
+    ):
+        HFRunner(None).run("embed", ["a"], req(reference="st-embed", padding="max_length"))
 
 
 def test_the_golden_key_names_the_padding_only_when_set(tmp_path):
@@ -88,7 +91,7 @@ def test_the_multimodal_matrix_runs_siglip_text_padded_and_images_on_both_runner
 
     cases = {c.id: c for c in load_matrix(ROOT / "matrices/multimodal.yaml").cases}
     text, images = cases["siglip-tiny-text-embed"], cases["siglip-tiny-image-embed"]
-    assert text.padding == "max_length" and text.reference == "siglip-embed"
+    assert text.request.padding == "max_length" and text.reference == "siglip-embed"
     assert images.inputs == "synthetic-images" and images.model == text.model
     for case in (text, images):
         assert case.runners == ["hf", "vllm-v1", "vllm-v2"] and case.task == "embed"

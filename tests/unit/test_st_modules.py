@@ -14,6 +14,7 @@ from harness.models.synthetic import build
 from harness.run.matrices import load_matrix
 from harness.runners import LoadRequest
 from harness.runners.prompt_forms import st_prompt
+from tests.requests import req
 
 STACK = SyntheticModel(
     source="synthetic",
@@ -71,17 +72,18 @@ cases:
 """
     ok = load_matrix(
         write_matrix(
-            head + "  - {id: a, family: f, task: embed, inputs: short-texts, prompt_name: query,"
+            head
+            + "  - {id: a, family: f, task: embed, inputs: short-texts, request: {prompt_name: query},"
             " model: {source: synthetic, arch: BertModel, pooling: mean,"
             " prompts: {query: 'query: '}}}\n"
         )
     )
-    assert ok.cases[0].prompt_name == "query"
+    assert ok.cases[0].request.prompt_name == "query"
     with pytest.raises(MatrixError, match="prompt_name applies to task 'embed'"):
         load_matrix(
             write_matrix(
                 head + "  - {id: b, family: f, task: classify, inputs: short-texts,"
-                " prompt_name: query, model: {source: synthetic,"
+                " request: {prompt_name: query}, model: {source: synthetic,"
                 " arch: BertForSequenceClassification}}\n",
                 name="b.yaml",
             )
@@ -170,15 +172,15 @@ def test_st_embed_runs_the_named_prompt_and_notes_its_tokens(stack_dir):
     runner.load(LoadRequest(model_dir=str(stack_dir), dtype="float32", device="cpu"))
     tok = AutoTokenizer.from_pretrained(str(stack_dir))
     st = runner.sentence_transformer()
-    by_name = runner.run("embed", TEXTS, {"reference": "st-embed", "prompt_name": "document"})
+    by_name = runner.run("embed", TEXTS, req(reference="st-embed", prompt_name="document"))
     assert runner.tokens == [tok("passage: " + t)["input_ids"] for t in TEXTS]
     prefixed = st.encode(["passage: " + t for t in TEXTS], prompt="", convert_to_numpy=True)
     np.testing.assert_array_equal(np.stack(by_name), prefixed)
     # no prompt_name: encode applies default_prompt_name, and the noted ids say so
-    runner.run("embed", TEXTS, {"reference": "st-embed"})
+    runner.run("embed", TEXTS, req(reference="st-embed"))
     assert runner.tokens == [tok("query: " + t)["input_ids"] for t in TEXTS]
     with pytest.raises(ValueError, match="has prompts"):
-        runner.run("embed", TEXTS, {"reference": "st-embed", "prompt_name": "passage"})
+        runner.run("embed", TEXTS, req(reference="st-embed", prompt_name="passage"))
     runner.unload()
 
 
@@ -188,7 +190,7 @@ def test_a_recipe_without_prompts_refuses_a_prompt_name(stack_dir):
     runner = HFRunner(None)
     runner.load(LoadRequest(model_dir=str(stack_dir), dtype="float32", device="cpu"))
     with pytest.raises(ValueError, match="does not implement prompt_name"):
-        runner.run("embed", TEXTS, {"reference": "splade-max", "prompt_name": "query"})
+        runner.run("embed", TEXTS, req(reference="splade-max", prompt_name="query"))
 
 
 def test_st_prompt_reads_the_models_prompt_or_refuses(stack_dir, tmp_path):

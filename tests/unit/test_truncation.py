@@ -5,13 +5,14 @@ from pathlib import Path
 import pytest
 
 from harness.runners.vllm import truncation_kwargs
+from tests.requests import req
 
 
 def test_vllm_truncation_kwargs():
-    assert truncation_kwargs({}) is None
-    assert truncation_kwargs({"truncate": 32}) == {"truncate_prompt_tokens": 32}
-    assert truncation_kwargs({"truncate": -1}) == {"truncate_prompt_tokens": -1}
-    assert truncation_kwargs({"truncate": 32, "truncation_side": "left"}) == {
+    assert truncation_kwargs(req()) is None
+    assert truncation_kwargs(req(truncate=32)) == {"truncate_prompt_tokens": 32}
+    assert truncation_kwargs(req(truncate=-1)) == {"truncate_prompt_tokens": -1}
+    assert truncation_kwargs(req(truncate=32, truncation_side="left")) == {
         "truncate_prompt_tokens": 32,
         "truncation_side": "left",
     }
@@ -99,10 +100,8 @@ def test_capped_pair_encoding_matches_a_pair_assembled_by_parts(tokenizer, max_q
 
 def test_text_caps_are_request_fields_of_score_cases_only():
     from harness.matrix.schema import Case
-    from harness.runners.serve import text_caps
-    from harness.runners.vllm import score_caps
 
-    assert text_caps({"max_tokens_per_doc": 12, "max_tokens_per_query": None}) == {
+    assert req(max_tokens_per_doc=12, max_tokens_per_query=None).text_caps() == {
         "max_tokens_per_doc": 12
     }
     base = {
@@ -113,15 +112,13 @@ def test_text_caps_are_request_fields_of_score_cases_only():
         "inputs": "query-document-pairs",
         "runners": ["hf", "vllm-serve-v1"],
         "tolerances": {"float32": {"max_abs": 1e-5}},
-        "max_tokens_per_doc": 12,
+        "request": {"max_tokens_per_doc": 12},
     }
     Case.model_validate(base)
     # offline too: LLM.score takes them as PoolingParams(extra_kwargs=...) (vllm 0.32)
     Case.model_validate({**base, "runners": ["hf", "vllm-v1", "vllm-v2"]})
-    assert score_caps({"max_tokens_per_query": 3, "max_tokens_per_doc": None}) == {
-        "max_tokens_per_query": 3
-    }
-    assert score_caps({"truncate": 8}) is None
+    assert req(max_tokens_per_query=3).text_caps() == {"max_tokens_per_query": 3}
+    assert req(truncate=8).text_caps() == {}
     with pytest.raises(ValueError, match="max_tokens_per_doc applies to task 'score' only"):
         Case.model_validate({**base, "task": "embed"})
 

@@ -15,6 +15,7 @@ from harness.models.synthetic import build
 from harness.run.execute import Executor
 from harness.runners import LoadRequest
 from harness.runners.serve import ServeRunner
+from tests.requests import nest, req
 
 TEXTS = ["the cat sat on the mat", "a dog ran", "where is the station?"]
 TOL = {"float32": Tolerance(max_abs=1e-5, max_rel=1e-4, cosine_distance=1e-6)}
@@ -29,7 +30,7 @@ def _case(task: str = "classify", **kw) -> Case:
         inputs="short-texts",
         runners=["hf", "vllm-v1"],
         tolerances=TOL,
-        **kw,
+        **nest(kw),
     )
 
 
@@ -38,7 +39,7 @@ def _case(task: str = "classify", **kw) -> Case:
 
 def test_use_activation_applies_to_the_tasks_that_have_a_post_processing():
     for task in ("embed", "classify", "token_embed", "token_classify", "reward"):
-        assert _case(task, use_activation=False).use_activation is False
+        assert _case(task, use_activation=False).request.use_activation is False
     for task in ("score", "step_reward"):
         with pytest.raises(ValueError, match="use_activation applies to tasks"):
             _case(task, use_activation=True)
@@ -58,17 +59,17 @@ def test_the_request_setting_goes_to_every_runner_the_engine_one_to_the_referenc
     )
     hf, _ = Executor._run_request(engine, "hf", tmp_path)
     v1, _ = Executor._run_request(engine, "vllm-v1", tmp_path)
-    assert hf["options"]["use_activation"] is False
-    assert "use_activation" not in v1["options"]  # the engine already has it
+    assert hf["request"]["use_activation"] is False
+    assert "use_activation" not in v1["request"]  # the engine already has it
     fault = _case(engine={"pooler_config": {"use_activation": False}})
     hf, _ = Executor._run_request(fault, "hf", tmp_path)
-    assert "use_activation" not in hf["options"]  # the reference keeps the task's default
+    assert "use_activation" not in hf["request"]  # the reference keeps the task's default
     request = _case(use_activation=False)
     for runner in ("hf", "vllm-v1", "vllm-serve-v1"):
         got, _ = Executor._run_request(request, runner, tmp_path)
-        assert got["options"]["use_activation"] is False, runner
+        assert got["request"]["use_activation"] is False, runner
     plain, _ = Executor._run_request(_case(), "vllm-v1", tmp_path)
-    assert "use_activation" not in plain["options"]
+    assert "use_activation" not in plain["request"]
 
 
 def test_the_golden_key_holds_the_setting_and_omits_it_when_unset(tmp_path):
@@ -95,12 +96,12 @@ def test_the_server_sends_use_activation_in_the_request_body():
         return httpx.Response(200, json={"data": [{"data": [[0.1]]}], "usage": {}})
 
     runner = ServeRunner("v1")
-    runner.url, runner.model = "http://server.test", "m"
-    runner.proc = type("Alive", (), {"poll": lambda self: None})()
+    runner.server.url, runner.model = "http://server.test", "m"
+    runner.server.proc = type("Alive", (), {"poll": lambda self: None})()
     runner.transport = httpx.MockTransport(handler)
-    runner.run("classify", ["a text"], {"use_activation": False})
-    runner.run("reward", ["a text"], {"use_activation": True})
-    runner.run("classify", ["a text"], {})
+    runner.run("classify", ["a text"], req(use_activation=False))
+    runner.run("reward", ["a text"], req(use_activation=True))
+    runner.run("classify", ["a text"], req())
     assert sent == [
         ("/classify", False),
         ("/tokenize", "absent"),
@@ -162,9 +163,9 @@ def test_st_embed_off_is_the_mean_pooled_vector_and_on_its_unit_vector(tmp_path)
 
     d = _built(tmp_path, arch="BertModel", seed=0, pooling="mean", normalize=True)
     runner = _hf(d)
-    off = runner.run("embed", TEXTS, {"reference": "st-embed", "use_activation": False})
-    on = runner.run("embed", TEXTS, {"reference": "st-embed", "use_activation": True})
-    default = runner.run("embed", TEXTS, {"reference": "st-embed"})
+    off = runner.run("embed", TEXTS, req(reference="st-embed", use_activation=False))
+    on = runner.run("embed", TEXTS, req(reference="st-embed", use_activation=True))
+    default = runner.run("embed", TEXTS, req(reference="st-embed"))
     runner.unload()
     tok = transformers.AutoTokenizer.from_pretrained(str(d))
     model = transformers.AutoModel.from_pretrained(str(d)).eval()
@@ -184,8 +185,8 @@ def test_classifiers_off_are_the_logits_and_on_their_softmax(tmp_path):
 
     d = _built(tmp_path, arch="BertForSequenceClassification", seed=2, config={"num_labels": 3})
     runner = _hf(d)
-    off = runner.run("classify", TEXTS, {"use_activation": False})
-    default = runner.run("classify", TEXTS, {})
+    off = runner.run("classify", TEXTS, req(use_activation=False))
+    default = runner.run("classify", TEXTS, req())
     runner.unload()
     tok = transformers.AutoTokenizer.from_pretrained(str(d))
     model = transformers.AutoModelForSequenceClassification.from_pretrained(str(d)).eval()
@@ -199,8 +200,8 @@ def test_classifiers_off_are_the_logits_and_on_their_softmax(tmp_path):
 def test_token_classifier_off_is_the_logits_per_token(tmp_path):
     d = _built(tmp_path, arch="BertForTokenClassification", seed=3, config={"num_labels": 5})
     runner = _hf(d)
-    off = runner.run("token_classify", TEXTS, {"use_activation": False})
-    default = runner.run("token_classify", TEXTS, {})
+    off = runner.run("token_classify", TEXTS, req(use_activation=False))
+    default = runner.run("token_classify", TEXTS, req())
     runner.unload()
     for o, p in zip(off, default):
         assert o.shape == p.shape and o.shape[1] == 5
@@ -211,9 +212,9 @@ def test_token_classifier_off_is_the_logits_per_token(tmp_path):
 def test_reward_on_is_the_sigmoid_of_the_raw_reward(tmp_path):
     d = _built(tmp_path, arch="Qwen2ForRewardModel", seed=13)
     runner = _hf(d)
-    on = runner.run("reward", TEXTS, {"use_activation": True})
-    off = runner.run("reward", TEXTS, {"use_activation": False})
-    default = runner.run("reward", TEXTS, {})
+    on = runner.run("reward", TEXTS, req(use_activation=True))
+    off = runner.run("reward", TEXTS, req(use_activation=False))
+    default = runner.run("reward", TEXTS, req())
     runner.unload()
     for n, o, p in zip(on, off, default):
         np.testing.assert_array_equal(o, p)  # raw is the reward's default
@@ -223,8 +224,8 @@ def test_reward_on_is_the_sigmoid_of_the_raw_reward(tmp_path):
 def test_colbert_token_embed_off_is_the_projection_before_normalising(tmp_path):
     d = _built(tmp_path, arch="HF_ColBERT", seed=30)
     runner = _hf(d)
-    off = runner.run("token_embed", TEXTS, {"use_activation": False})
-    default = runner.run("token_embed", TEXTS, {})
+    off = runner.run("token_embed", TEXTS, req(use_activation=False))
+    default = runner.run("token_embed", TEXTS, req())
     runner.unload()
     for o, p in zip(off, default):
         norms = np.linalg.norm(o, axis=-1, keepdims=True)
@@ -239,6 +240,6 @@ def test_a_recipe_without_the_setting_refuses_it(tmp_path):
         runner.run(
             "score",
             [("a query", "a document")],
-            {"reference": "st-cross-encoder", "use_activation": False},
+            req(reference="st-cross-encoder", use_activation=False),
         )
     runner.unload()

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.engine import target
 from harness.models.resolve import ResolvedModel
 from harness.run import plan as plan_mod
 from harness.run.plan import ModelProblem, build_plan
@@ -57,7 +58,7 @@ def test_a_gated_case_is_planned_as_a_skip_and_its_model_never_built(monkeypatch
     monkeypatch.setattr(plan_mod, "resolve", fake_resolve)
     gated = make_case(id="gritlm", model={"source": "local", "path": "g"}, vllm_releases=GATE)
     other = make_case(id="bert", model={"source": "local", "path": "b"})
-    plan = build_plan([gated, other], Platform("cpu"), Path("."), vllm_version="0.32.0")
+    plan = build_plan([gated, other], Platform("cpu"), Path("."), engine_version="0.32.0")
     assert plan.models["gritlm"] == ModelProblem(
         "skip",
         "vLLM 0.32.0 is outside vllm_releases '<0.29': vLLM removed GritLM after 0.28.0 "
@@ -68,13 +69,13 @@ def test_a_gated_case_is_planned_as_a_skip_and_its_model_never_built(monkeypatch
     assert [c.id for load in plan.queues["hf"] for c in load.cases] == ["bert"]
     # on the release that has the model it is planned like any other case
     built.clear()
-    plan = build_plan([gated, other], Platform("cpu"), Path("."), vllm_version="0.28.0+cpu")
+    plan = build_plan([gated, other], Platform("cpu"), Path("."), engine_version="0.28.0+cpu")
     assert sorted(built) == ["b", "g"] and plan.models["gritlm"].fingerprint == "fp-g"
 
 
 def test_the_default_is_the_vllm_under_test(monkeypatch):
     monkeypatch.setattr(plan_mod, "resolve", lambda src, base: pytest.fail("built"))
-    monkeypatch.setattr(plan_mod, "vllm_version_under_test", lambda: "0.31.0")
+    monkeypatch.setattr(target, "vllm_version", lambda: "0.31.0")
     gated = make_case(id="gritlm", vllm_releases=GATE)
     plan = build_plan([gated], Platform("cpu"), Path("."))
     assert plan.models["gritlm"].reason.startswith("vLLM 0.31.0 is outside")
@@ -85,7 +86,7 @@ def test_every_runner_of_a_gated_case_records_the_skip_and_none_starts(tmp_path)
     from harness.run.execute import Executor
 
     gated = make_case(id="gritlm", runners=["hf", "vllm-v1", "vllm-v2"], vllm_releases=GATE)
-    plan = build_plan([gated], Platform("cpu"), Path("."), vllm_version="0.32.0")
+    plan = build_plan([gated], Platform("cpu"), Path("."), engine_version="0.32.0")
     ex = Executor(plan, tmp_path)
     outcomes = ex.run()
     assert {k: o.status for k, o in outcomes.items()} == {
@@ -99,7 +100,6 @@ def test_every_runner_of_a_gated_case_records_the_skip_and_none_starts(tmp_path)
 
 def test_select_names_the_selected_cases_a_release_skips(write_matrix, monkeypatch, tmp_path):
     from harness.run.matrices import load_matrix
-    from harness.select import rows as rows_mod
     from harness.select.rows import select, to_text
     from harness.select.vllm_source import VllmSource
 
@@ -130,7 +130,7 @@ families: {f: {}}
         (tmp_path / "src" / rel).write_text(text)
     source = VllmSource(tmp_path / "src")
     matrix = load_matrix(path)
-    monkeypatch.setattr(rows_mod, "_version_under_test", lambda: "0.32.0")
+    monkeypatch.setattr(target, "vllm_version", lambda: "0.32.0")
     sel = select(matrix, matrix.cases, ["csrc/x.cpp"], "vllm", source)
     assert sel.vllm_version == "0.32.0"
     assert sel.skipped == {
@@ -143,5 +143,5 @@ families: {f: {}}
     }
     assert sel.to_json()["vllm_version"] == "0.32.0"
     assert "skipped: old-only: vLLM 0.32.0 is outside" in to_text(sel)
-    monkeypatch.setattr(rows_mod, "_version_under_test", lambda: "0.28.0")
+    monkeypatch.setattr(target, "vllm_version", lambda: "0.28.0")
     assert not select(matrix, matrix.cases, ["csrc/x.cpp"], "vllm", source).skipped

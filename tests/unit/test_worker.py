@@ -27,7 +27,7 @@ def _run(w, tmp_path, timeout=60, **opts):
             "op": "run",
             "task": "embed",
             "items": ["a", "b", "c"],
-            "options": opts,
+            "request": {"hf": opts},
             "out": str(tmp_path / "out.safetensors"),
         },
         timeout,

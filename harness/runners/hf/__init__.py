@@ -18,26 +18,24 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from harness.matrix.request import DECLARED_FIELDS, Request, unhonoured
 from harness.plugins import Discovery
 from harness.runners import LoadRequest, freeze_what_is_alive
 
-Recipe = Callable[["HFRunner", list, dict], list[np.ndarray]]
+Recipe = Callable[["HFRunner", list, Request], list[np.ndarray]]
 # The registry, filled by the recipe modules of this package as discovery imports them; read it
-# through RECIPES, RECIPE_VERSIONS, DEFAULT_RECIPE, DEFAULT_RECIPE_BY_ARCH (module attributes
-# that discover first) or resolve_recipe.
+# through RECIPES, RECIPE_VERSIONS, RECIPE_HONOURS, DEFAULT_RECIPE, DEFAULT_RECIPE_BY_ARCH
+# (module attributes that discover first) or resolve_recipe.
 _RECIPES: dict[str, Recipe] = {}
 _VERSIONS: dict[str, int] = {}
 _BY_TASK: dict[str, str] = {}  # task -> its default recipe
 _BY_ARCH: dict[tuple[str, str], str] = {}  # (config architecture, task) -> its default recipe
-_SIDED: set[str] = set()  # recipes that implement a case's `truncation_side`
-_PADDED: set[str] = set()  # recipes that pad texts to max_length (a case's `padding`)
-_CAPPED: set[str] = set()  # recipes that implement `max_tokens_per_query` / `max_tokens_per_doc`
-_ACTIVATED: set[str] = set()  # recipes that implement a case's `use_activation` (on and off)
-_INSTRUCTED: set[str] = set()  # recipes that take a case's `instruction` apart from its texts
-TEXT_CAPS = ("max_tokens_per_query", "max_tokens_per_doc")
+# what each recipe declares it honours: request fields of harness.matrix.request.DECLARED_FIELDS
+_HONOURS: dict[str, frozenset[str]] = {}
 LAZY = {
     "RECIPES": _RECIPES,
     "RECIPE_VERSIONS": _VERSIONS,
+    "RECIPE_HONOURS": _HONOURS,
     "DEFAULT_RECIPE": _BY_TASK,
     "DEFAULT_RECIPE_BY_ARCH": _BY_ARCH,
 }
@@ -47,23 +45,16 @@ def recipe(
     name: str,
     version: int = 1,
     default_for: Iterable[str | tuple[str, str]] = (),
-    truncation_side: bool = False,
-    padding: bool = False,
-    text_caps: bool = False,
-    activation: bool = False,
-    instruction: bool = False,
+    honours: Iterable[str] = (),
 ) -> Callable[[Recipe], Recipe]:
     """Register a reference recipe. Bump `version` whenever what it computes changes: goldens
     record it and are refused when it differs. `default_for` names what runs it when a case
     names no `reference`: a task ("embed": every model's default for the task) or an
     (architecture, task) pair (a model whose config.json names that architecture; it wins over
-    the task's default). `truncation_side`: the recipe implements the option of that name (a
-    case naming it on another recipe is refused, never silently ignored). `padding`: the recipe
-    pads texts to max_length (a case's `padding: max_length`; refused on any other recipe);
-    `text_caps` likewise for max_tokens_per_query / max_tokens_per_doc; `activation` likewise for
-    `use_activation` (the recipe computes its output with its post-processing on and off);
-    `instruction` likewise for a case's `instruction` (given to the recipe apart from the texts,
-    which vLLM is sent prefixed with it)."""
+    the task's default). `honours`: the request fields of harness.matrix.request.DECLARED_FIELDS
+    the recipe implements (e.g. truncation_side, use_activation: computed with its
+    post-processing on and off); a case setting another one on it is refused when the matrix
+    loads, never silently ignored."""
 
     def deco(fn: Recipe) -> Recipe:
         where = f"{fn.__module__}.{fn.__qualname__}"
@@ -72,6 +63,12 @@ def recipe(
             raise ValueError(
                 f"{where}: recipe {name!r} is already registered by "
                 f"{old.__module__}.{old.__qualname__}; give one of them another name"
+            )
+        unknown = sorted(set(honours) - set(DECLARED_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"{where}: recipe {name!r} honours {unknown}: not request fields a recipe "
+                f"declares; valid: {', '.join(DECLARED_FIELDS)}"
             )
         claims = [
             (_BY_TASK, key) if isinstance(key, str) else (_BY_ARCH, tuple(key))
@@ -87,16 +84,7 @@ def recipe(
             table[key] = name
         _RECIPES[name] = fn
         _VERSIONS[name] = version
-        if truncation_side:
-            _SIDED.add(name)
-        if padding:
-            _PADDED.add(name)
-        if text_caps:
-            _CAPPED.add(name)
-        if activation:
-            _ACTIVATED.add(name)
-        if instruction:
-            _INSTRUCTED.add(name)
+        _HONOURS[name] = frozenset(honours)
         return fn
 
     return deco
@@ -255,57 +243,28 @@ class HFRunner:
 
         return self.loaded("architecture", make)
 
-    def run(self, task: str, items: list, options: dict[str, Any]) -> list[np.ndarray]:
+    def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
         discover()  # a named recipe is looked up too, in a worker that has not read the registry
-        name = options.get("reference") or resolve_recipe(task, self.architecture(), None)
+        name = request.reference or resolve_recipe(task, self.architecture(), None)
         if name not in _RECIPES:
             raise ValueError(
                 f"no HF reference recipe {name!r} for task {task!r}; known: {sorted(_RECIPES)}"
             )
         self.tokens, self.sent = [], []
-        if options.get("truncation_side") and name not in _SIDED:
-            raise ValueError(
-                f"reference recipe {name!r} does not implement truncation_side; recipes that "
-                f"do: {sorted(_SIDED)}"
-            )
-        if options.get("padding") and name not in _PADDED:
-            raise ValueError(
-                f"reference recipe {name!r} does not pad texts to max_length (the case's "
-                f"padding); recipes that do: {sorted(_PADDED)}"
-            )
-        if options.get("prompt_name") and name != "st-embed":
-            raise ValueError(
-                f"reference recipe {name!r} does not implement prompt_name (a "
-                f"sentence-transformers prompt); st-embed does"
-            )
-        caps = [k for k in TEXT_CAPS if options.get(k)]
-        if caps and name not in _CAPPED:
-            raise ValueError(
-                f"reference recipe {name!r} does not implement {', '.join(caps)}; recipes that "
-                f"do: {sorted(_CAPPED)}"
-            )
-        if options.get("use_activation") is not None and name not in _ACTIVATED:
-            raise ValueError(
-                f"reference recipe {name!r} does not implement use_activation; recipes that "
-                f"do: {sorted(_ACTIVATED)}"
-            )
-        if options.get("instruction") and name not in _INSTRUCTED:
-            raise ValueError(
-                f"reference recipe {name!r} does not implement instruction (a GritLM-style "
-                f"prefix it must leave out of the pooling); recipes that do: "
-                f"{sorted(_INSTRUCTED)}"
-            )
-        if options.get("chat"):
-            items = self.render_chat(items, options["chat"])
-        if options.get("truncate") == -1:  # as tokenizer(truncation=True) without max_length
-            options = {**options, "truncate": self.model_max_length()}
-        outs = _RECIPES[name](self, items, options)
+        refused = unhonoured(request, name, _HONOURS)  # the matrix loader refuses it first
+        if refused:
+            raise ValueError(refused)
+        if request.chat is not None:
+            items = self.render_chat(items, request.chat.model_dump())
+        if request.truncate == -1:  # as tokenizer(truncation=True) without max_length
+            request = request.model_copy(update={"truncate": self.model_max_length()})
+        outs = _RECIPES[name](self, items, request)
         if self.req is not None and self.req.lora_dir and not self.adapter_applied:
             raise ValueError(
                 f"reference recipe {name!r} does not run the case's LoRA adapter (only models "
                 f"loaded through HFRunner.auto_model get it, e.g. hf-sequence-classification)"
             )
-        if options.get("prompt_forms") and len(self.sent) != len(outs):
+        if request.prompt_forms and len(self.sent) != len(outs):
             raise ValueError(
                 f"recipe {name!r} does not run prompt forms (token ids, inputs_embeds); "
                 f"the case's prompt_form needs one that does (st-embed, "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, recipe
 
 
@@ -100,32 +101,32 @@ def _special_filtered(weights, input_ids, tok):
     return weights[start:end]
 
 
-def _each(runner: HFRunner, items: list, options: dict, fn) -> list[np.ndarray]:
+def _each(runner: HFRunner, items: list, request: Request, fn) -> list[np.ndarray]:
     import torch
 
     encode, heads = _m3(runner)
     out = []
     with torch.inference_mode():
         for text in items:
-            hidden, ids = encode(text, options.get("truncate"))
+            hidden, ids = encode(text, request.truncate)
             out.append(fn(hidden, ids, heads).float().cpu().numpy().astype(np.float32))
     return out
 
 
 @recipe("bge-m3-dense")
-def _dense(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _dense(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """[hidden]: the CLS hidden state, L2-normalised."""
-    return _each(runner, items, options, lambda h, ids, heads: dense_vector(h))
+    return _each(runner, items, request, lambda h, ids, heads: dense_vector(h))
 
 
 @recipe("bge-m3-sparse")
-def _sparse(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _sparse(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """[tokens - 2]: relu(sparse_linear(h)) per token, the cls and eos positions dropped."""
     tok = runner.tokenizer()
     return _each(
         runner,
         items,
-        options,
+        request,
         lambda h, ids, heads: _special_filtered(
             sparse_token_weights(h, heads["sparse_linear"]), ids, tok
         ),
@@ -133,15 +134,15 @@ def _sparse(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
 
 
 @recipe("bge-m3-colbert")
-def _colbert(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _colbert(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """[tokens - 1, dim]: colbert_linear(h[1:]) per token, each L2-normalised."""
     return _each(
-        runner, items, options, lambda h, ids, heads: colbert_vectors(h, heads["colbert_linear"])
+        runner, items, request, lambda h, ids, heads: colbert_vectors(h, heads["colbert_linear"])
     )
 
 
 @recipe("bge-m3-dense-and-sparse")
-def _dense_and_sparse(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _dense_and_sparse(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """[hidden + tokens - 2]: vLLM's combined `embed&token_classify` output, the dense vector
     followed by the sparse token weights (cls and eos dropped)."""
     import torch
@@ -150,7 +151,7 @@ def _dense_and_sparse(runner: HFRunner, items: list, options: dict) -> list[np.n
     return _each(
         runner,
         items,
-        options,
+        request,
         lambda h, ids, heads: torch.cat(
             [
                 dense_vector(h),

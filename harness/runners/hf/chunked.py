@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, recipe
 
 
@@ -48,16 +49,16 @@ def chunk_and_average(
 
 
 @recipe("st-embed-chunked")
-def _st_embed_chunked(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _st_embed_chunked(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """sentence-transformers' modules per chunk of `hf: {chunk_tokens: N}` tokens (N: the
     engine's max_model_len, the chunk size vLLM documents), combined by the rule above."""
     import torch
     from sentence_transformers.models import Normalize
 
-    size = options.get("chunk_tokens")
+    size = request.hf.get("chunk_tokens")
     if not isinstance(size, int) or size < 1:
         raise ValueError("st-embed-chunked needs `hf: {chunk_tokens: N}` (the max_model_len)")
-    if options.get("truncate") or options.get("dimensions") or options.get("prompt_forms"):
+    if request.truncate or request.dimensions or request.prompt_forms:
         raise ValueError("st-embed-chunked takes no truncate, dimensions or prompt forms")
     st = runner.sentence_transformer()
     normalize = any(isinstance(m, Normalize) for m in st)

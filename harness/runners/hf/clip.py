@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, recipe
 
 
@@ -51,13 +52,11 @@ def dual_encoder_embed(
 
 
 @recipe("clip-embed", default_for=[("CLIPModel", "embed")])
-def _clip_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _clip_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """CLIP dual encoder: get_text_features for texts, get_image_features for images (processed
     by the checkpoint's image processor), each L2-normalised (vLLM's `embed` default)."""
 
     def tokenize(tokenizer, text: str) -> dict:
-        return tokenizer(
-            [text], return_tensors="pt", truncation=True, max_length=options.get("truncate")
-        )
+        return tokenizer([text], return_tensors="pt", truncation=True, max_length=request.truncate)
 
     return dual_encoder_embed(runner, items, "CLIPModel", tokenize)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, once_per_item, recipe, reference_model
 
 
@@ -64,22 +65,19 @@ def _colbert_encoder(runner: HFRunner, normalize: bool = True):
     return encode
 
 
-@recipe("colbert-token-embed", default_for=["token_embed"], activation=True)
-def _colbert_tokens(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+@recipe("colbert-token-embed", default_for=["token_embed"], honours=["use_activation"])
+def _colbert_tokens(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """Every token (special tokens included): projection, then per-token L2 normalisation (not
     with `use_activation: false`)."""
-    encode = _colbert_encoder(runner, normalize=options.get("use_activation") is not False)
-    return [
-        encode(t, options.get("truncate"), note=True).cpu().numpy().astype(np.float32)
-        for t in items
-    ]
+    encode = _colbert_encoder(runner, normalize=request.use_activation is not False)
+    return [encode(t, request.truncate, note=True).cpu().numpy().astype(np.float32) for t in items]
 
 
 @recipe("colbert-maxsim")
-def _colbert_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _colbert_maxsim(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """Late interaction: sum over query tokens of the max dot product over document tokens."""
     colbert = _colbert_encoder(runner)
-    encode = once_per_item(lambda text: colbert(text, options.get("truncate")))
+    encode = once_per_item(lambda text: colbert(text, request.truncate))
     out = []
     for q, d in items:
         sim = encode(q) @ encode(d).T
@@ -140,35 +138,35 @@ def _pylate_encoder(runner: HFRunner, spec: dict):
     return encode
 
 
-def _colbert_spec(options: dict, recipe_name: str) -> dict:
-    spec = options.get("colbert")
-    if not spec:
+def _colbert_spec(request: Request, recipe_name: str) -> dict:
+    spec = request.colbert
+    if spec is None:
         raise ValueError(
             f"reference recipe {recipe_name!r} builds ColBERT ids from the case's `colbert:` key "
             f"(markers, query length); the case has none"
         )
-    return spec
+    return spec.model_dump()
 
 
 @recipe("pylate-colbert-token-embed")
-def _pylate_tokens(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _pylate_tokens(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """Every token of pylate's ids (marker, [MASK] expansion of a query), projected and
     L2-normalised as pylate's ColBERT modules do (backbone, Dense, normalisation). No skiplist:
     pylate drops a document's punctuation tokens after the forward, as vLLM's user would."""
-    spec = _colbert_spec(options, "pylate-colbert-token-embed")
+    spec = _colbert_spec(request, "pylate-colbert-token-embed")
     encode = _pylate_encoder(runner, spec)
     return [encode(t, spec["role"], note=True).cpu().numpy().astype(np.float32) for t in items]
 
 
 @recipe("pylate-colbert-maxsim")
-def _pylate_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _pylate_maxsim(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """pylate's scoring of (query, document): the query's tokens as pylate builds them (marker,
     [MASK] expansion), the document's (marker) without its skiplist tokens (the case's
     `skiplist`, pylate's skiplist_words), then colbert_scores: the sum over query tokens of the
     max dot product over document tokens."""
     from harness.runners.colbert_ids import marker_id
 
-    spec = _colbert_spec(options, "pylate-colbert-maxsim")
+    spec = _colbert_spec(request, "pylate-colbert-maxsim")
     encode = _pylate_encoder(runner, spec)
     tok = runner.tokenizer()
     skip = {marker_id(tok, w) for w in spec.get("skiplist") or []}

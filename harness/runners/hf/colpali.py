@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, once_per_item, recipe
 
 
-def _colpali_encoder(runner: HFRunner, options: dict):
+def _colpali_encoder(runner: HFRunner, request: Request):
     """(encode, processor): encode maps an item to its [tokens, dim] ColPali embeddings, one item
     per forward, as ColPaliProcessor prepares it: a text is a query (`<bos>Question: {text}` + 10
     pad tokens + `\\n`), an image a page (image tokens + `<bos>Describe the image.\\n`). One at a
@@ -24,9 +25,9 @@ def _colpali_encoder(runner: HFRunner, options: dict):
         "processor",
         lambda: ColPaliProcessor.from_pretrained(runner.req.model_dir, local_files_only=True),
     )
-    truncate = options.get("truncate")
+    truncate = request.truncate
     text_kwargs = {"truncation": True, "max_length": truncate} if truncate else {}
-    image_kwargs = dict(options.get("image_processor_kwargs") or {})
+    image_kwargs = dict(request.hf.get("image_processor_kwargs") or {})
 
     def encode(item):
         with torch.inference_mode():
@@ -41,17 +42,17 @@ def _colpali_encoder(runner: HFRunner, options: dict):
 
 
 @recipe("colpali-token-embed", default_for=[("ColPaliForRetrieval", "token_embed")])
-def _colpali_tokens(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _colpali_tokens(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """ColPali multi-vector embeddings of texts (queries) and images (pages)."""
-    encode, _ = _colpali_encoder(runner, options)
+    encode, _ = _colpali_encoder(runner, request)
     return [encode(it).cpu().numpy().astype(np.float32) for it in items]
 
 
 @recipe("colpali-maxsim", default_for=[("ColPaliForRetrieval", "score")])
-def _colpali_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _colpali_maxsim(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """(query text, page image) -> ColPaliProcessor.score_retrieval: sum over query tokens of the
     best page-token dot product."""
-    encode, proc = _colpali_encoder(runner, options)
+    encode, proc = _colpali_encoder(runner, request)
     encode = once_per_item(encode)
     return [
         np.asarray([float(proc.score_retrieval([encode(q)], [encode(d)])[0, 0])], dtype=np.float32)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, once_per_item, recipe
 
 
@@ -83,9 +84,9 @@ def _colqwen3_encoder(runner: HFRunner):
 
 
 @recipe("colqwen3-token-embed", default_for=[("ColQwen3", "token_embed")])
-def _colqwen3_tokens(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _colqwen3_tokens(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """ColQwen3 multi-vector embeddings of queries (texts) and pages (images)."""
-    if options.get("truncate"):
+    if request.truncate:
         raise ValueError("colqwen3-token-embed: truncation would cut the query's augmentation")
     encode, _ = _colqwen3_encoder(runner)
     out = []
@@ -97,10 +98,10 @@ def _colqwen3_tokens(runner: HFRunner, items: list, options: dict) -> list[np.nd
 
 
 @recipe("colqwen3-maxsim", default_for=[("ColQwen3", "score")])
-def _colqwen3_maxsim(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _colqwen3_maxsim(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """(query, page) -> ColQwen3Processor.score (score_multi_vector): the sum over query tokens
     of the best page-token dot product."""
-    if options.get("truncate"):
+    if request.truncate:
         raise ValueError("colqwen3-maxsim: truncation would cut the query's augmentation")
     encode, proc = _colqwen3_encoder(runner)
     embed = once_per_item(lambda it: encode(it)[1])

@@ -30,6 +30,7 @@ import re
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, recipe
 
 FLAG_PROMPT = (
@@ -81,12 +82,12 @@ def flag_input_ids(tokenizer, query: str, passage: str) -> list[int]:
 
 
 @recipe("flag-llm-reranker")
-def _flag_llm_reranker(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _flag_llm_reranker(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """(query, document) in bge-reranker-v2-gemma's prompt -> sigmoid(logit "Yes") of the causal
     LM at the last position. One pair per forward."""
     import torch
 
-    if options.get("truncate"):
+    if request.truncate:
         raise ValueError("flag-llm-reranker does not implement truncate")
     assert runner.req is not None
     model = runner.auto_model("AutoModelForCausalLM")

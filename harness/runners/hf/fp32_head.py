@@ -16,6 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, recipe
 
 # transformers' names of a classifier head's output layer (BERT/RoBERTa/... `classifier`,
@@ -96,7 +97,7 @@ def _float32_model(runner: HFRunner, cls_name: str):
     return runner.loaded(f"{cls_name}@float32", make)
 
 
-def _with_float32_head(runner: HFRunner, cls_name: str, base: str, pooled: bool, items, options):
+def _with_float32_head(runner: HFRunner, cls_name: str, base: str, pooled: bool, items, request):
     from harness.runners.hf import RECIPES
 
     assert runner.req is not None
@@ -104,11 +105,11 @@ def _with_float32_head(runner: HFRunner, cls_name: str, base: str, pooled: bool,
         raise ValueError(f"{base}-fp32-head does not run a LoRA adapter; use {base}")
     model = runner.auto_model(cls_name)  # the very model the base recipe loads (cached)
     with float32_head(model, head_modules(model, pooled), _float32_model(runner, cls_name)):
-        return RECIPES[base](runner, items, options)
+        return RECIPES[base](runner, items, request)
 
 
-@recipe("hf-sequence-classification-fp32-head", activation=True)
-def _seq_classify_fp32_head(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+@recipe("hf-sequence-classification-fp32-head", honours=["use_activation"])
+def _seq_classify_fp32_head(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """hf-sequence-classification with the pooler (if any) and classifier in float32."""
     return _with_float32_head(
         runner,
@@ -116,12 +117,12 @@ def _seq_classify_fp32_head(runner: HFRunner, items: list, options: dict) -> lis
         "hf-sequence-classification",
         True,
         items,
-        options,
+        request,
     )
 
 
-@recipe("hf-token-classification-fp32-head", activation=True)
-def _token_classify_fp32_head(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+@recipe("hf-token-classification-fp32-head", honours=["use_activation"])
+def _token_classify_fp32_head(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """hf-token-classification with the classifier in float32."""
     return _with_float32_head(
         runner,
@@ -129,5 +130,5 @@ def _token_classify_fp32_head(runner: HFRunner, items: list, options: dict) -> l
         "hf-token-classification",
         False,
         items,
-        options,
+        request,
     )

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, recipe
 
 # GmeQwen2VL.__init__ defaults; 28 = Qwen2-VL's patch (14) x spatial merge (2)
@@ -69,7 +70,7 @@ def card_fetch_image(im):
 
 
 @recipe("gme-qwen2-vl-embed")
-def _gme_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _gme_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """Each item (a GME prompt, with its image when it holds one: harness/matrix/inputs.py,
     gme_prompt) as GmeQwen2VL.embed + forward run it; options `positions` (card | mrope),
     `min_image_tokens`, `max_image_tokens` (the card's constructor arguments)."""
@@ -78,14 +79,14 @@ def _gme_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]
 
     from harness.matrix.images import image, is_image
 
-    positions = options.get("positions", "card")
+    positions = request.hf.get("positions", "card")
     if positions not in ("card", "mrope"):
         raise ValueError(f"gme-qwen2-vl-embed: positions {positions!r}; valid: card, mrope")
-    if options.get("truncate"):
+    if request.truncate:
         raise ValueError("gme-qwen2-vl-embed: truncation would cut the prompt's template")
     assert runner.req is not None
-    lo = options.get("min_image_tokens", CARD_MIN_IMAGE_TOKENS) * FACTOR * FACTOR
-    hi = options.get("max_image_tokens", CARD_MAX_IMAGE_TOKENS) * FACTOR * FACTOR
+    lo = request.hf.get("min_image_tokens", CARD_MIN_IMAGE_TOKENS) * FACTOR * FACTOR
+    hi = request.hf.get("max_image_tokens", CARD_MAX_IMAGE_TOKENS) * FACTOR * FACTOR
     model = runner.auto_model("Qwen2VLForConditionalGeneration")
     proc = runner.loaded(
         f"gme-processor-{lo}-{hi}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, recipe, reference_model
 
 # From jina-reranker-m0's own published code, not vLLM's: its modeling.py
@@ -22,7 +23,7 @@ JINA_VL_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
 
 
 @recipe("jina-vl-rerank", default_for=[("JinaVLForRanking", "score")])
-def _jina_vl_rerank(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _jina_vl_rerank(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """(query, document) -> sigmoid(score head(last token) - 2.65) over the prompt
     `**Document**:\n{document}\n**Query**:\n{query}` + token 100, where an image document or an
     image query is the vision placeholder, its image pad expanded to one token per merged patch
@@ -50,8 +51,8 @@ def _jina_vl_rerank(runner: HFRunner, items: list, options: dict) -> list[np.nda
             parts = [JINA_VL_IMAGE if is_image(x) else x for x in (doc, query)]
             ids = tok(
                 f"**Document**:\n{parts[0]}\n**Query**:\n{parts[1]}",
-                truncation=bool(options.get("truncate")),
-                max_length=options.get("truncate"),
+                truncation=bool(request.truncate),
+                max_length=request.truncate,
             )["input_ids"]
             pictures = [image(x["image"]) for x in (doc, query) if is_image(x)]  # prompt order
             if pictures:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, per_item, recipe
 
 
 @recipe("hf-masked-lm")
-def _masked_lm(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _masked_lm(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """[tokens, vocab_size]: softmax(MLM logits) per token."""
     import torch
 
@@ -19,5 +20,5 @@ def _masked_lm(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]
         runner,
         items,
         lambda enc: torch.softmax(model(**enc).logits[0], dim=-1),
-        options.get("truncate"),
+        request.truncate,
     )

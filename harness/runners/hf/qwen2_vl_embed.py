@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, recipe
 
 # From the DSE model card (MrLight/dse-qwen2-2b-mrl-v1), not from vLLM: `get_embedding` takes
@@ -16,7 +17,7 @@ from harness.runners.hf import HFRunner, recipe
 
 
 @recipe("qwen2-vl-last-embed", default_for=[("Qwen2VLForConditionalGeneration", "embed")])
-def _qwen2_vl_last_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _qwen2_vl_last_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """Each item (a prompt, with its image when it holds one) through the checkpoint's
     AutoProcessor as the card does (Qwen2VLProcessor: the tokenizer, and transformers' default
     Qwen2-VL image processor, its image pad expanded to one token per merged patch), then
@@ -27,7 +28,7 @@ def _qwen2_vl_last_embed(runner: HFRunner, items: list, options: dict) -> list[n
 
     from harness.matrix.images import image, is_image
 
-    if options.get("truncate"):
+    if request.truncate:
         raise ValueError("qwen2-vl-last-embed: truncation would cut the prompt's template")
     assert runner.req is not None
     model = runner.auto_model("Qwen2VLForConditionalGeneration")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, per_item, recipe, reference_model
 
 
-@recipe("reference-token-reward", default_for=["reward"], activation=True)
-def _token_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+@recipe("reference-token-reward", default_for=["reward"], honours=["use_activation"])
+def _token_reward(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """Outcome reward model: the head's raw output at every token, [tokens, 1] (vLLM's default);
     with `use_activation: true`, its sigmoid (one label: the probability reading a single-logit
     head gets, as sentence-transformers' CrossEncoder and the hf-sequence-classification recipe
@@ -17,7 +18,7 @@ def _token_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarr
     import torch
 
     model = reference_model(runner)
-    on = options.get("use_activation") is True
+    on = request.use_activation is True
 
     def forward(enc):
         raw = model(enc["input_ids"], enc.get("attention_mask"))[0]
@@ -27,17 +28,17 @@ def _token_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarr
         runner,
         items,
         forward,
-        options.get("truncate"),
+        request.truncate,
     )
 
 
 @recipe("reference-step-reward", default_for=["step_reward"])
-def _step_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _step_reward(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """Process reward model: softmax of the head at the step-tag tokens only, [steps, 2]."""
     import torch
 
     model = reference_model(runner)
-    tag = options.get("step_tag")
+    tag = request.hf.get("step_tag")
     if not tag:
         raise ValueError(
             "the step-reward recipe needs `hf: {step_tag: <token>}` in the matrix case"
@@ -48,4 +49,4 @@ def _step_reward(runner: HFRunner, items: list, options: dict) -> list[np.ndarra
         logits = model(enc["input_ids"], enc.get("attention_mask"))[0]
         return torch.softmax(logits[enc["input_ids"][0] == tag_id], dim=-1)
 
-    return per_item(runner, items, forward, options.get("truncate"))
+    return per_item(runner, items, forward, request.truncate)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, form_inputs, limit, recipe, torch_dtype
 
 
-@recipe("st-embed", default_for=["embed"], activation=True)
-def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+@recipe("st-embed", default_for=["embed"], honours=["use_activation", "prompt_name"])
+def _st_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """sentence-transformers encode: its own pooling and normalize modules decide the vector.
     `dimensions` is encode's `truncate_dim`, with its semantics (sentence_transformer/model.py,
     encode): the model's output, Normalize module included, is cut to the first `dimensions`
@@ -18,35 +19,36 @@ def _st_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
     normalize_embeddings; false is the model's modules without its Normalize module (encode of a
     SentenceTransformer built from the others), so the vector is the pooled (and Dense) one."""
     st = runner.sentence_transformer()
-    if options.get("use_activation") is not None:
-        if options.get("prompt_forms") or options.get("normalize_embeddings") is not None:
+    normalize = bool(request.hf.get("normalize_embeddings"))
+    if request.use_activation is not None:
+        if request.prompt_forms or request.hf.get("normalize_embeddings") is not None:
             raise ValueError(
                 "use_activation with prompt forms or normalize_embeddings is not supported"
             )
-        if options["use_activation"]:
-            options = {**options, "normalize_embeddings": True}
+        if request.use_activation:
+            normalize = True
         else:
             st = runner.loaded("st-without-normalize", lambda: _without_normalize(st))
-    if options.get("prompt_forms"):
-        return _st_embed_forms(runner, st, items, options)
-    dims = int(options["dimensions"]) if options.get("dimensions") else None
+    if request.prompt_forms:
+        return _st_embed_forms(runner, st, items, request)
+    dims = int(request.dimensions) if request.dimensions else None
     full = st.get_sentence_embedding_dimension()
     if dims is not None and full is not None and dims > full:
         raise ValueError(f"dimensions {dims} is more than the model's {full}")
-    prompt_name = options.get("prompt_name")
+    prompt_name = request.prompt_name
     if prompt_name is not None and prompt_name not in (st.prompts or {}):
         raise ValueError(
             f"prompt_name {prompt_name!r}: the model's config_sentence_transformers.json has "
             f"prompts {sorted(st.prompts or {})}"
         )
-    with limit(st, "max_seq_length", options.get("truncate")):
+    with limit(st, "max_seq_length", request.truncate):
         out = st.encode(
             list(items),
             batch_size=len(items),
             convert_to_numpy=True,
             show_progress_bar=False,
             truncate_dim=dims,
-            normalize_embeddings=bool(options.get("normalize_embeddings")),
+            normalize_embeddings=normalize,
             prompt_name=prompt_name,
         )
         # the prompt encode prepended: the named one, else the model's default_prompt_name's
@@ -67,27 +69,31 @@ def _without_normalize(st):
     return out
 
 
-def _st_embed_forms(runner: HFRunner, st, items: list, options: dict) -> list[np.ndarray]:
+def _st_embed_forms(runner: HFRunner, st, items: list, request: Request) -> list[np.ndarray]:
     """sentence-transformers' own modules (Transformer, Pooling, Normalize: `st.forward`) on each
     item as its prompt form gives it: token ids, or the model's input embeddings of them as
     `inputs_embeds` (Transformer passes what its model's forward takes). A text is tokenized as
     encode would (the same ids: `form_inputs` records them, the verdict checks them)."""
     import torch
 
-    if options.get("dimensions") or options.get("normalize_embeddings"):
+    if request.dimensions or request.hf.get("normalize_embeddings"):
         raise ValueError("prompt forms with dimensions / normalize_embeddings are not supported")
-    if options.get("prompt_name"):
+    if request.prompt_name:
         raise ValueError("prompt forms with a prompt_name are not supported")
     outs = []
     with torch.inference_mode():
-        for features in form_inputs(runner, st[0].auto_model, items, options["prompt_forms"]):
+        for features in form_inputs(runner, st[0].auto_model, items, request.prompt_forms):
             vec = st.forward(features)["sentence_embedding"][0]
             outs.append(vec.float().cpu().numpy().astype(np.float32))
     return outs
 
 
-@recipe("st-cross-encoder", default_for=["score"], truncation_side=True, text_caps=True)
-def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+@recipe(
+    "st-cross-encoder",
+    default_for=["score"],
+    honours=["truncation_side", "max_tokens_per_query", "max_tokens_per_doc"],
+)
+def _cross_encoder(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """sentence-transformers CrossEncoder.predict on (query, document) pairs; sigmoid for 1
     label. With `truncation_side` (a request's side of `truncate`), see `sided_pair_encoding`:
     the CrossEncoder's own tokenizer and model, run on the kept tokens, its activation after."""
@@ -107,19 +113,21 @@ def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndar
         )
 
     ce = runner.loaded("CrossEncoder", make)
-    if options.get("max_tokens_per_query") or options.get("max_tokens_per_doc"):
-        if options.get("truncate"):
+    if request.max_tokens_per_query or request.max_tokens_per_doc:
+        if request.truncate:
             raise ValueError("max_tokens_per_query/doc with truncate: not implemented together")
-        q, d = options.get("max_tokens_per_query"), options.get("max_tokens_per_doc")
+        q, d = request.max_tokens_per_query, request.max_tokens_per_doc
         return _encoded_cross_encoder(
             runner, ce, items, lambda tok, query, doc: capped_pair_encoding(tok, query, doc, q, d)
         )
-    if options.get("tokenizer_truncation") and not options.get("truncation_side"):
+    if request.hf.get("tokenizer_truncation") and not request.truncation_side:
         raise ValueError("hf option tokenizer_truncation needs the case's truncation_side")
-    if options.get("truncation_side"):
-        keep, side = int(options["truncate"]), str(options["truncation_side"])
+    if request.truncation_side:
+        keep, side = int(request.truncate), str(request.truncation_side)
         sided = (
-            tokenizer_pair_encoding if options.get("tokenizer_truncation") else sided_pair_encoding
+            tokenizer_pair_encoding
+            if request.hf.get("tokenizer_truncation")
+            else sided_pair_encoding
         )
         return _encoded_cross_encoder(
             runner,
@@ -127,7 +135,7 @@ def _cross_encoder(runner: HFRunner, items: list, options: dict) -> list[np.ndar
             items,
             lambda tok, query, doc: sided(tok, query, doc, keep, side),
         )
-    with limit(ce, "max_length", options.get("truncate")):
+    with limit(ce, "max_length", request.truncate):
         scores = ce.predict(
             [tuple(p) for p in items],
             batch_size=len(items),
@@ -210,14 +218,14 @@ def _encoded_cross_encoder(runner: HFRunner, ce, items: list, encode) -> list[np
 
 
 @recipe("st-embed-cosine")
-def _st_embed_cosine(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _st_embed_cosine(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """An embedding model's score of a (query, document) pair: sentence-transformers' encode of
     each text, then its own `util.cos_sim` (the similarity its Semantic Textual Similarity
     documentation scores pairs with). Each distinct text is encoded once, all in one batch. No
     token ids are noted: a pair is two sequences, not one (as for MaxSim pairs)."""
     from sentence_transformers.util import cos_sim
 
-    if options.get("truncate") or options.get("dimensions") or options.get("prompt_name"):
+    if request.truncate or request.dimensions or request.prompt_name:
         raise ValueError("st-embed-cosine takes no truncate, dimensions or prompt_name")
     st = runner.sentence_transformer()
     texts = list(dict.fromkeys(t for pair in items for t in pair))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, form_inputs, per_item, recipe
 
 
@@ -18,42 +19,42 @@ def _activation(logits, num_labels: int, on: bool = True):
     return torch.sigmoid(logits) if num_labels == 1 else torch.softmax(logits, dim=-1)
 
 
-@recipe("hf-sequence-classification", default_for=["classify"], activation=True)
-def _seq_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+@recipe("hf-sequence-classification", default_for=["classify"], honours=["use_activation"])
+def _seq_classify(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """AutoModelForSequenceClassification logits -> sigmoid (1 label) or softmax (n labels);
     with `use_activation: false` the logits themselves."""
     model = runner.auto_model("AutoModelForSequenceClassification")
     n = model.config.num_labels
-    on = options.get("use_activation") is not False
-    if options.get("prompt_forms"):  # token ids or inputs_embeds per item, batch of one
+    on = request.use_activation is not False
+    if request.prompt_forms:  # token ids or inputs_embeds per item, batch of one
         import torch
 
         with torch.inference_mode():
             return [
                 _activation(model(**kw).logits[0], n, on).float().cpu().numpy().astype(np.float32)
-                for kw in form_inputs(runner, model, items, options["prompt_forms"])
+                for kw in form_inputs(runner, model, items, request.prompt_forms)
             ]
     return per_item(
         runner,
         items,
         lambda enc: _activation(model(**enc).logits[0], n, on),
-        options.get("truncate"),
+        request.truncate,
     )
 
 
-@recipe("hf-token-classification", default_for=["token_classify"], activation=True)
-def _token_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+@recipe("hf-token-classification", default_for=["token_classify"], honours=["use_activation"])
+def _token_classify(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """AutoModelForTokenClassification logits -> softmax per token (special tokens included);
     with `use_activation: false` the logits themselves."""
     import torch
 
     model = runner.auto_model("AutoModelForTokenClassification")
-    on = options.get("use_activation") is not False
+    on = request.use_activation is not False
     return per_item(
         runner,
         items,
         lambda enc: (torch.softmax if on else _raw)(model(**enc).logits[0], dim=-1),
-        options.get("truncate"),
+        request.truncate,
     )
 
 
@@ -63,7 +64,7 @@ def _raw(logits, dim: int = -1):
 
 
 @recipe("hf-multi-label-classification")
-def _multi_label_classify(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _multi_label_classify(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """A classifier whose config.json says `problem_type: multi_label_classification`: one
     independent probability per label, sigmoid(logit), as transformers defines that problem type
     (its *ForSequenceClassification trains it with BCEWithLogitsLoss, one binary decision per
@@ -79,5 +80,5 @@ def _multi_label_classify(runner: HFRunner, items: list, options: dict) -> list[
             "'multi_label_classification'"
         )
     return per_item(
-        runner, items, lambda enc: torch.sigmoid(model(**enc).logits[0]), options.get("truncate")
+        runner, items, lambda enc: torch.sigmoid(model(**enc).logits[0]), request.truncate
     )

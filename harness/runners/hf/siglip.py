@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, recipe
 from harness.runners.hf.clip import dual_encoder_embed
 
 
-@recipe("siglip-embed", default_for=[("SiglipModel", "embed")], padding=True)
-def _siglip_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+@recipe("siglip-embed", default_for=[("SiglipModel", "embed")], honours=["padding"])
+def _siglip_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """SigLIP as its model cards use it (google/siglip-base-patch16-224,
     google/siglip2-base-patch16-224): texts through the checkpoint's processor with
     `padding="max_length"` ("we pass padding=max_length since the model was trained with this"),
@@ -23,7 +24,7 @@ def _siglip_embed(runner: HFRunner, items: list, options: dict) -> list[np.ndarr
             [text],
             padding="max_length",
             truncation=True,
-            max_length=options.get("truncate") or tokenizer.model_max_length,
+            max_length=request.truncate or tokenizer.model_max_length,
             return_tensors="pt",
         )
         runner.note_tokens([int(t) for t in enc["input_ids"][0]])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, per_item, recipe
 
 
@@ -21,12 +22,12 @@ def splade_vector(logits):
 
 
 @recipe("splade-max")
-def _splade(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _splade(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """[vocab] per text, every token (special tokens included, as SPLADE pools them)."""
     model = runner.auto_model("AutoModelForMaskedLM")
     return per_item(
         runner,
         items,
         lambda enc: splade_vector(model(**enc).logits[0]),
-        max_length=options.get("truncate"),
+        max_length=request.truncate,
     )

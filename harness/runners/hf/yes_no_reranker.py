@@ -31,6 +31,7 @@ import re
 
 import numpy as np
 
+from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, recipe
 
 CARD_PREFIX = (
@@ -86,13 +87,13 @@ def yes_probability(last_logits, no_id: int, yes_id: int):
 
 
 @recipe("yes-no-reranker")
-def _yes_no_reranker(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _yes_no_reranker(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """(query, document) in the card's prompt -> P("yes") of the causal LM at the last position,
     softmax over the "no" and "yes" logits only, in the model's dtype as the card computes it.
     One pair per forward."""
     import torch
 
-    if options.get("truncate"):
+    if request.truncate:
         raise ValueError("yes-no-reranker does not implement truncate")
     assert runner.req is not None
     model = runner.auto_model("AutoModelForCausalLM")
@@ -180,12 +181,12 @@ def mxbai_relevance(last_logits, zero_id: int, one_id: int):
 
 
 @recipe("mxbai-rerank-v2")
-def _mxbai_rerank_v2(runner: HFRunner, items: list, options: dict) -> list[np.ndarray]:
+def _mxbai_rerank_v2(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """(query, document) in mxbai-rerank-v2's prompt -> sigmoid(logit "1" - logit "0") of the
     causal LM at the last position. One pair per forward."""
     import torch
 
-    if options.get("truncate"):
+    if request.truncate:
         raise ValueError("mxbai-rerank-v2 does not implement truncate")
     assert runner.req is not None
     model = runner.auto_model("AutoModelForCausalLM")

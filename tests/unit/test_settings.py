@@ -1,0 +1,70 @@
+"""Every PARITY_* setting declared once (harness.settings), read with clear errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness import settings
+from harness.settings import SettingError, Settings, current, described
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def names_in_source() -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / "harness").rglob("*.py"):
+        found |= set(re.findall(r"\bPARITY_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
+    return found
+
+
+def test_every_parity_name_the_harness_reads_is_declared_once():
+    declared = [d.env for d in described()]
+    assert len(declared) == len(set(declared))
+    missing = sorted(names_in_source() - set(declared))
+    assert not missing, f"declare these in harness/settings.py: {missing}"
+
+
+def test_the_declaration_check_bites_on_an_undeclared_name():
+    seeded = names_in_source() | {"PARITY_NOT_DECLARED"}
+    assert sorted(seeded - {d.env for d in described()}) == ["PARITY_NOT_DECLARED"]
+
+
+def test_each_setting_says_its_type_default_doc_and_who_sets_it():
+    rows = {d.env: d for d in described()}
+    assert rows["PARITY_WORKER_RSS_LIMIT_MB"].default == 4096.0
+    assert rows["PARITY_DTYPE"].type == "float32 | bfloat16 | float16"
+    assert rows["PARITY_ALLOW_ABSOLUTE_PATHS"].type == "flag" and rows["PARITY_CACHE"].doc
+    assert rows["PARITY_MUTATION"].user_facing is False and rows["PARITY_VLLM"].user_facing
+
+
+@pytest.mark.parametrize(
+    "env, match",
+    [
+        ({"PARITY_WORKER_RSS_LIMIT_MB": "lots"}, "PARITY_WORKER_RSS_LIMIT_MB='lots': expected a"),
+        ({"PARITY_BACKEND": "rocm"}, "PARITY_BACKEND='rocm'; valid: cpu, cuda"),
+        ({"PARITY_ALLOW_ABSOLUTE_PATHS": "yes"}, "PARITY_ALLOW_ABSOLUTE_PATHS='yes'; valid: 0, 1"),
+    ],
+)
+def test_a_bad_value_names_its_variable_and_the_valid_ones(env, match):
+    with pytest.raises(SettingError, match=re.escape(match)):
+        Settings.from_env(env)
+
+
+def test_unset_or_empty_is_the_default_and_values_are_typed():
+    assert Settings.from_env({}) == Settings() == Settings.from_env({"PARITY_CACHE": ""})
+    s = Settings.from_env({"PARITY_KV_CACHE_MIB": "512", "PARITY_ALLOW_ABSOLUTE_PATHS": "1"})
+    assert s.kv_cache_mib == 512.0 and s.allow_absolute_paths is True
+    assert Settings.from_env({"PARITY_CACHE": "/c"}).cache_root() == Path("/c")
+    assert Settings.from_env({"XDG_CACHE_HOME": "/x"}).cache_root() == Path("/x/parity-harness")
+
+
+def test_current_reads_once_and_again_when_the_environment_changed(monkeypatch):
+    monkeypatch.setenv("PARITY_DTYPE", "float16")
+    first = current()
+    assert first.dtype == "float16" and current() is first
+    monkeypatch.setenv("PARITY_DTYPE", "bfloat16")
+    assert current().dtype == "bfloat16"
+    assert settings._read is not None

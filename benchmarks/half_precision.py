@@ -8,7 +8,7 @@ dtype (HF in that dtype against HF in float32) and the runner's error over it, p
 These are the measurements the calibrated bounds of matrices/pooling.yaml (k, floors) come from
 (docs/explanation/tolerances.md). Every calibrated metric in report.json carries its value, HF's own
 error (`ref_error`) and the ratio. `--rejudge MATRIX` first judges the run's outputs on disk again
-with MATRIX's bounds (harness.run.session.verdict_for, the path a run takes), so candidate bounds
+with MATRIX's bounds (harness.run.assemble.verdict_for, the path a run takes), so candidate bounds
 can be tried on one run's outputs without running the engines again.
 """
 
@@ -72,10 +72,10 @@ def rejudge(matrix_path: str, report: dict) -> dict:
     """The report's results judged again from the outputs the run left on disk, with the bounds
     of `matrix_path`. Results without outputs (a runner error or skip) keep their verdict."""
     from harness.matrix.checks import expand_checks
+    from harness.run.assemble import metric_out, verdict_for
     from harness.run.execute import RunOutcome
     from harness.run.matrices import load_matrix
-    from harness.run.plan import REFERENCE_FP32
-    from harness.run.session import metric_out, verdict_for
+    from harness.run.plan import REFERENCE_FP32, needs_fp32_reference
 
     cases = {c.id: c for c in expand_checks(load_matrix(matrix_path).cases)}
     out = []
@@ -96,6 +96,7 @@ def rejudge(matrix_path: str, report: dict) -> dict:
             RunOutcome(case.id, REFERENCE_FP32, "ok", output=str(ref32))
             if ref32.is_file()
             else None,
+            calibrated=needs_fp32_reference(case, r["dtype"]),
         )
         out.append(
             {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.judge.answers import rerank_problem, usage_problem, usage_units
-from harness.judge.metrics import DEGENERATE_SPREAD, METRICS, MTEB_BOUNDS, f64
+from harness.judge.metrics import DEGENERATE_SPREAD, METRICS, MTEB_BOUNDS, NOISE_FLOORED, f64
 from harness.judge.side import Side
 from harness.judge.verdict import Measurement, Metric, Verdict, judge
 from harness.matrix.inputs import distinct_inputs
@@ -245,11 +245,35 @@ def calibrated_metrics(
     floors = tolerance.bounds()
     out = []
     for m in names:
-        own = METRICS[m](ref32, ref, items, tolerance)
+        if m in NOISE_FLOORED:  # over the values above HF's own absolute error in this dtype
+            metric, noise = NOISE_FLOORED[m]
+            at = noise(ref32, ref)
+            own, value = metric(ref32, ref, at), metric(ref32, got, at)
+        else:
+            own = METRICS[m](ref32, ref, items, tolerance)
+            value = METRICS[m](ref32, got, items, tolerance)
         floor = floors.get(m)
         bound = None if floor is None else tolerance.k * own + floor
-        out.append(Metric(m, METRICS[m](ref32, got, items, tolerance), bound, ref_error=own))
+        out.append(Metric(m, value, bound, ref_error=own))
     return out
+
+
+def checks_yardstick(
+    tolerance: Tolerance, ref: list[np.ndarray], ref32: list[np.ndarray] | None, items: tuple
+) -> tuple[Tolerance, list[np.ndarray]]:
+    """The tolerance and reference of the checks beside the metrics (a server's /rerank scores,
+    order and ties). With calibrated half-precision bounds (`k`), those of the metrics: HF in
+    float32, and max_abs / max_rel at k x HF's own error + the floor, so a check is never held
+    to the bare floor on the numbers the metric holds to the calibrated bound; else the case's."""
+    if tolerance.k is None or ref32 is None:
+        return tolerance, ref
+    floors = tolerance.bounds()
+    bounds = {
+        name: tolerance.k * METRICS[name](ref32, ref, items, tolerance) + floors[name]
+        for name in ("max_abs", "max_rel")
+        if name in floors
+    }
+    return Tolerance(**bounds), ref32
 
 
 # What was recorded beside the outputs, each check by name, with what it says when its evidence
@@ -347,7 +371,10 @@ def measure(
         problem = problem and f"against the float32 reference: {problem}"
     if problem is not None:
         return Measurement(problem=problem)
-    found = recorded_checks(tolerance, ref, items, ref_ids, got_ids, got_meta, forms, ref_meta)
+    check_tol, check_ref = checks_yardstick(tolerance, ref, ref32, items)
+    found = recorded_checks(
+        check_tol, check_ref, items, ref_ids, got_ids, got_meta, forms, ref_meta
+    )
     failed = found.problem is not None or found.reference_problem is not None
     if failed and found.token_ids != "differ":
         return found

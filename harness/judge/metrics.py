@@ -46,6 +46,51 @@ def max_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
     )
 
 
+def max_rel_above(ref: list[np.ndarray], got: list[np.ndarray], noise: float) -> float:
+    """max_rel over the elements whose reference exceeds `noise` (the others are max_abs's)."""
+    worst = 0.0
+    for r, g in zip(ref, got):
+        r, g = f64(r), f64(g).reshape(np.shape(r))
+        keep = np.abs(r) > noise
+        if keep.any():
+            worst = max(worst, float((np.abs(r - g)[keep] / np.abs(r)[keep]).max()))
+    return worst
+
+
+def _norms(r: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The L2 norm of each vector (every token's, for token outputs): the reference's, the
+    runner's."""
+    r2 = f64(r).reshape(-1, r.shape[-1]) if r.ndim else f64(r).reshape(1, 1)
+    return np.linalg.norm(r2, axis=-1), np.linalg.norm(f64(g).reshape(r2.shape), axis=-1)
+
+
+def norm_abs(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
+    """max over vectors of | |got| - |ref| |."""
+    return max(
+        (float(np.abs(g - r).max(initial=0.0)) for r, g in map(_norms, ref, got)), default=0.0
+    )
+
+
+def norm_rel_above(ref: list[np.ndarray], got: list[np.ndarray], noise: float) -> float:
+    """norm_rel over the vectors whose reference norm exceeds `noise` (the others: max_abs's)."""
+    worst = 0.0
+    for rn, gn in map(_norms, ref, got):
+        keep = rn > noise
+        if keep.any():
+            worst = max(worst, float((np.abs(gn - rn)[keep] / rn[keep]).max()))
+    return worst
+
+
+# Relative metrics in half precision: over the values larger than HF's own absolute error of the
+# same quantity in that dtype only (a raw logit of 0.005 carries bf16's 0.04; an all-zero float32
+# vector, a bf16 norm of 0.01): a dtype cannot resolve a relative error under its own noise, and
+# max_abs, always gated in half precision, holds those values. (metric, HF's own absolute error)
+NOISE_FLOORED = {
+    "max_rel": (max_rel_above, max_abs),
+    "norm_rel": (norm_rel_above, norm_abs),
+}
+
+
 def norm_rel(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
     """max over vectors (every token's, for token outputs) of | |got| / |ref| - 1 |: a lost or
     extra L2 normalisation (same direction, other length) that cosine cannot see. For normalised

@@ -238,11 +238,17 @@ class Divergence(_Strict):
     known to differ from the reference's (any other token-id mismatch is a structural fail). It is
     xfail only while the ids still differ AND every metric stays within the case's tolerance or
     the envelope (`bounds`, optional here); xpass when the ids agree and the metrics pass; an error
-    when the ids could not be compared (nothing proves the divergence is still there)."""
+    when the ids could not be compared (nothing proves the divergence is still there).
+
+    The envelope is a fact of the dtype it was measured in (`dtype`); how it is judged in another
+    dtype is harness.judge.verdict's (`_divergence_in_dtype`)."""
 
     runners: list[RunnerName]
     reason: str
     bounds: Tolerance | None = None  # the envelope: upper bounds of the metrics as measured
+    # the dtype the envelope was measured in; judged in another dtype, the envelope is widened by
+    # that dtype's bounds and a runner within them does not show it (harness.judge.verdict)
+    dtype: Dtype = "float32"
     # the runner is known to raise: an error whose own message contains this is the divergence
     error_match: str | None = None
     # metrics this divergence drives to their largest possible value (e.g. every query ranked

@@ -120,7 +120,15 @@ def verdict_for(
         return side(got).refusals()  # type: ignore[arg-type]
 
     return outcome_verdict(
-        case, runner, ref, got, measure, ref32=ref32, calibrated=calibrated, refusals=refusals
+        case,
+        runner,
+        ref,
+        got,
+        measure,
+        ref32=ref32,
+        calibrated=calibrated,
+        refusals=refusals,
+        dtype=dtype,
     )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from harness.engine.target import vllm_provenance
+from harness.matrix.evidence import RequestsEvidence, RunEvidence
 from harness.matrix.request import Request
 from harness.runners import LoadRequest
 from harness.runners.prompt_forms import form_of, paired, token_ids
@@ -97,6 +98,11 @@ class ServeRunner:
             "versions": {"vllm": vllm_version()},
             "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
         }
+
+    def evidence(self) -> RunEvidence:
+        """Per request of the last run (the server's answer, in flight, restarts), and the
+        server's own metrics and the batching that ran."""
+        return RunEvidence(records=self.last_meta, run=RequestsEvidence(**self.last_run))
 
     def unload(self) -> None:
         self.server.stop()

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from harness.matrix.evidence import RequestsEvidence, RunEvidence
 from harness.matrix.request import Request
 from harness.runners import LoadRequest, freeze_what_is_alive
 from harness.runners.prompt_forms import (
@@ -404,6 +405,11 @@ class VllmRunner:
                 trust_remote_code=self.trust,
             ).eval()
         return self._hf["model"]
+
+    def evidence(self) -> RunEvidence:
+        """Per request of the last run (prompt ids, cache hits, scheduler trace), and what the
+        engine core did in it (its batch queue)."""
+        return RunEvidence(records=self.last_meta, run=RequestsEvidence(**self.last_run))
 
     def unload(self) -> None:
         self._hf.clear()

@@ -9,16 +9,15 @@ Imported only inside worker processes (mteb imports torch).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from harness import settings
+
 # the offline tasks' data; PARITY_MTEB_DATA points at another folder of the same layout
-DATA_DIR = Path(
-    os.environ.get("PARITY_MTEB_DATA") or Path(__file__).parent.parent / "data" / "mteb"
-)
+DATA_DIR = settings.current().mteb_data or Path(__file__).parent.parent / "data" / "mteb"
 OFFLINE_TASKS = ("ParitySTS", "ParityClassification", "ParityRetrieval", "ParityReranking")
 DATA_REVISION = "v1"  # recorded by mteb as dataset_revision: bump when the shipped data changes
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.target import vllm_provenance
+from harness.engine.target import vllm_provenance, vllm_version
 from harness.matrix.evidence import RequestsEvidence, RunEvidence
 from harness.matrix.request import Request
 from harness.runners import LoadRequest
@@ -42,7 +42,6 @@ from harness.runners.serve_process import (
     metrics_delta,
     parse_metrics,
     runner_from_log,
-    vllm_version,
 )
 
 

@@ -228,11 +228,7 @@ MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS = {
     "harness/cli.py::build_parser",
     "harness/cli.py::cmd_run",
-    "harness/runners/mteb.py::_offline_tasks",
-    "harness/matrix/loader.py::load_matrix",
-    "harness/check/infer.py::infer",
     "harness/power/runner.py::run_power",
-    "harness/select/rows.py::_vllm_effect",
 }
 
 

@@ -228,7 +228,6 @@ MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS = {
     "harness/cli.py::build_parser",
     "harness/cli.py::cmd_run",
-    "harness/power/runner.py::run_power",
 }
 
 

@@ -236,19 +236,7 @@ def infer(folder: str | Path) -> Inference:
     if "auto_map" in config:
         inf.trust_remote_code = True
         inf.note("remote code", ", ".join(sorted(config["auto_map"])), "config.json auto_map")
-    st_cfg = _json(folder, "config_sentence_transformers.json")
-    if isinstance(st_cfg, dict):
-        version = (st_cfg.get("__version__") or {}).get("sentence_transformers", "?")
-        kind = st_cfg.get("model_type", "SentenceTransformer")
-        inf.note(
-            "sentence-transformers",
-            f"{kind} (saved by {version})",
-            "config_sentence_transformers.json",
-        )
-    if isinstance(config.get("sentence_transformers"), dict):
-        inf.note(
-            "sentence-transformers", "CrossEncoder settings", "config.json sentence_transformers"
-        )
+    _note_sentence_transformers(folder, config, inf)
     encoder = model_type in ENCODER_TYPES
     kind = "encoder" if encoder else "decoder"
     heads = [h for h in BGE_M3_HEADS if (folder / h).is_file()]
@@ -260,20 +248,7 @@ def infer(folder: str | Path) -> Inference:
     elif arch in BY_ARCHITECTURE:
         inf.uses = [Use(f, f"architecture {arch}") for f in BY_ARCHITECTURE[arch]]
     elif arch.endswith("ForProcessRewardModel"):
-        tag_id = _token_id(folder, STEP_TAG)
-        if tag_id is None:
-            raise Unclassified(
-                _unclassified(
-                    inf,
-                    f"a process reward model, but its tokenizer.json has no {STEP_TAG} token: "
-                    "name the step tag by hand",
-                )
-            )
-        inf.note(f"step tag {STEP_TAG} id", tag_id, "tokenizer.json")
-        inf.hf = {"step_tag": STEP_TAG}
-        # vLLM only knows the real Qwen vocabulary's id: pass this one, as serving it needs
-        inf.engine = {"pooler_config": {"step_tag_id": tag_id}}
-        inf.uses = [Use("process-reward", f"architecture {arch}")]
+        _process_reward(folder, arch, inf)
     elif arch.endswith("ForRewardModel"):
         inf.uses = [Use("reward", f"architecture {arch}")]
     elif arch.endswith("ForTokenClassification"):
@@ -308,6 +283,41 @@ def infer(folder: str | Path) -> Inference:
     if missing:  # a family renamed in the default matrix without this table
         raise CheckError(f"families {missing} are not in {DEFAULT_MATRIX}")
     return inf
+
+
+def _note_sentence_transformers(folder: Path, config: dict, inf: Inference) -> None:
+    """What sentence-transformers saved beside the weights (its own config, CrossEncoder's)."""
+    st_cfg = _json(folder, "config_sentence_transformers.json")
+    if isinstance(st_cfg, dict):
+        version = (st_cfg.get("__version__") or {}).get("sentence_transformers", "?")
+        kind = st_cfg.get("model_type", "SentenceTransformer")
+        inf.note(
+            "sentence-transformers",
+            f"{kind} (saved by {version})",
+            "config_sentence_transformers.json",
+        )
+    if isinstance(config.get("sentence_transformers"), dict):
+        inf.note(
+            "sentence-transformers", "CrossEncoder settings", "config.json sentence_transformers"
+        )
+
+
+def _process_reward(folder: Path, arch: str, inf: Inference) -> None:
+    """A process reward model: its step tag's id in this tokenizer, passed to both sides."""
+    tag_id = _token_id(folder, STEP_TAG)
+    if tag_id is None:
+        raise Unclassified(
+            _unclassified(
+                inf,
+                f"a process reward model, but its tokenizer.json has no {STEP_TAG} token: "
+                "name the step tag by hand",
+            )
+        )
+    inf.note(f"step tag {STEP_TAG} id", tag_id, "tokenizer.json")
+    inf.hf = {"step_tag": STEP_TAG}
+    # vLLM only knows the real Qwen vocabulary's id: pass this one, as serving it needs
+    inf.engine = {"pooler_config": {"step_tag_id": tag_id}}
+    inf.uses = [Use("process-reward", f"architecture {arch}")]
 
 
 def _unclassified(inf: Inference, why: str) -> str:

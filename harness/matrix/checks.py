@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from harness.matrix.evidence import RequestsEvidence, ServerMetrics
 from harness.matrix.runner_names import RUNNER_NAMES, runner_info
 
 
@@ -26,7 +27,7 @@ class Evidence:
 
     check: str
     effective: dict
-    requests: dict
+    requests: RequestsEvidence
     engine_trace: dict
     device: str | None = None
 
@@ -35,7 +36,7 @@ class Evidence:
         return cls(
             check,
             info.get("effective") or {},
-            info.get("requests") or {},
+            RequestsEvidence.read(info.get("requests"), f"{check}: info.requests"),
             info.get("engine_trace") or {},
             info.get("device"),
         )
@@ -88,7 +89,7 @@ SERVE_RUNNERS = tuple(n for n in RUNNER_NAMES if runner_info(n).is_server)
 
 
 def _shuffled(ev: Evidence) -> str | None:
-    order = ev.requests.get("arrival_order")
+    order = ev.requests.arrival_order
     if order is None:
         return ev.untraced
     if order == sorted(order):
@@ -100,7 +101,7 @@ def _shuffled(ev: Evidence) -> str | None:
 
 
 def _one_by_one(ev: Evidence) -> str | None:
-    peak, count = ev.requests.get("peak_batch"), ev.requests.get("count")
+    peak, count = ev.requests.peak_batch, ev.requests.count
     if peak is None:
         return ev.untraced
     if not count or count < 2:
@@ -115,13 +116,13 @@ def _one_by_one(ev: Evidence) -> str | None:
 
 def _chunked(ev: Evidence) -> str | None:
     eff, req = ev.effective, ev.requests
-    chunk, longest = eff.get("max_num_batched_tokens"), req.get("max_prompt_tokens")
+    chunk, longest = eff.get("max_num_batched_tokens"), req.max_prompt_tokens
     if eff.get("enable_chunked_prefill") is not True:
         setting = eff.get("enable_chunked_prefill")
         return f"{ev.head}: the engine ran with enable_chunked_prefill={setting}"
-    if req.get("split_prompts") is None:
+    if req.split_prompts is None:
         return ev.untraced
-    if not req["split_prompts"]:
+    if not req.split_prompts:
         return (
             f"{ev.head}: vLLM's scheduler split no prompt across engine steps (longest prompt "
             f"{longest} tokens, {chunk}-token steps); use longer inputs or a smaller "
@@ -132,14 +133,14 @@ def _chunked(ev: Evidence) -> str | None:
 
 def _unchunked(ev: Evidence) -> str | None:
     eff, req = ev.effective, ev.requests
-    budget, tokens = eff.get("max_num_batched_tokens"), req.get("tokens_scheduled")
+    budget, tokens = eff.get("max_num_batched_tokens"), req.tokens_scheduled
     if eff.get("enable_chunked_prefill") is not False:
         setting = eff.get("enable_chunked_prefill")
         return f"{ev.head}: the engine ran with enable_chunked_prefill={setting}"
-    if req.get("split_prompts") is None:
+    if req.split_prompts is None:
         return ev.untraced
-    if req["split_prompts"]:
-        split = req["split_prompts"]
+    if req.split_prompts:
+        split = req.split_prompts
         return f"{ev.head}: vLLM's scheduler split {split} prompt(s) across engine steps"
     if budget is None or tokens <= budget:
         return (
@@ -157,8 +158,8 @@ def _deep_chunked(ev: Evidence) -> str | None:
     wrong = _chunked(ev)
     if wrong:
         return wrong
-    longest, limit = req.get("max_prompt_tokens"), eff.get("max_model_len")
-    steps, shared = req.get("longest_prompt_steps"), req.get("shared_long_short_steps")
+    longest, limit = req.max_prompt_tokens, eff.get("max_model_len")
+    steps, shared = req.longest_prompt_steps, req.shared_long_short_steps
     if steps is None:
         return ev.untraced
     if longest is None or limit is None or longest != limit:
@@ -182,8 +183,8 @@ def _deep_chunked(ev: Evidence) -> str | None:
 
 def _tiled(ev: Evidence) -> str | None:
     eff, req = ev.effective, ev.requests
-    seqs, peak, count = eff.get("max_num_seqs"), req.get("peak_batch"), req.get("count")
-    if peak is None or req.get("waited") is None:
+    seqs, peak, count = eff.get("max_num_seqs"), req.peak_batch, req.count
+    if peak is None or req.waited is None:
         return ev.untraced
     if seqs is None or count is None or count <= seqs:
         return (
@@ -192,7 +193,7 @@ def _tiled(ev: Evidence) -> str | None:
         )
     if peak > seqs:
         return f"{ev.head}: an engine step scheduled {peak} requests (max_num_seqs={seqs})"
-    if not req["waited"]:
+    if not req.waited:
         return f"{ev.head}: every request was scheduled in the run's first step (none waited)"
     return None
 
@@ -213,22 +214,22 @@ def _async(ev: Evidence) -> str | None:
     eff, req = ev.effective, ev.requests
     if eff.get("async_scheduling") is not True:
         return f"{ev.head}: the engine ran with async_scheduling={eff.get('async_scheduling')}"
-    if "queued_steps" not in req:
+    if req.queued_steps is None:
         return ev.untraced
-    if not req.get("batch_queue_size") or not req.get("queued_steps"):
+    if not req.batch_queue_size or not req.queued_steps:
         return (
-            f"{ev.head}: the engine core took {req.get('queued_steps')} steps through a batch "
-            f"queue of size {req.get('batch_queue_size')} (async scheduling steps through one)"
+            f"{ev.head}: the engine core took {req.queued_steps} steps through a batch "
+            f"queue of size {req.batch_queue_size} (async scheduling steps through one)"
         )
     return None
 
 
 def _sync(ev: Evidence) -> str | None:
     eff, req = ev.effective, ev.requests
-    if eff.get("async_scheduling") is not False or req.get("batch_queue_size"):
+    if eff.get("async_scheduling") is not False or req.batch_queue_size:
         return (
             f"{ev.head}: async_scheduling={eff.get('async_scheduling')}, batch queue of size "
-            f"{req.get('batch_queue_size')}"
+            f"{req.batch_queue_size}"
         )
     return None
 
@@ -263,10 +264,10 @@ def _prefix_cached(ev: Evidence) -> str | None:
     if eff.get("enable_prefix_caching") is not True:
         setting = eff.get("enable_prefix_caching")
         return f"{ev.head}: the engine ran with enable_prefix_caching={setting}"
-    if not req.get("cached_tokens"):
-        lengths = f"{req.get('min_prompt_tokens')}-{req.get('max_prompt_tokens')}"
+    if not req.cached_tokens:
+        lengths = f"{req.min_prompt_tokens}-{req.max_prompt_tokens}"
         return (
-            f"{ev.head}: the second pass read {req.get('cached_tokens')} tokens from the "
+            f"{ev.head}: the second pass read {req.cached_tokens} tokens from the "
             f"prefix cache (prompts of {lengths} tokens, KV block {eff.get('block_size')}): "
             f"a prompt shorter than a block cannot hit the cache"
         )
@@ -275,16 +276,16 @@ def _prefix_cached(ev: Evidence) -> str | None:
 
 def _no_prefix_cache(ev: Evidence) -> str | None:
     eff, req = ev.effective, ev.requests
-    if eff.get("enable_prefix_caching") is not False or req.get("cached_tokens"):
+    if eff.get("enable_prefix_caching") is not False or req.cached_tokens:
         return (
             f"{ev.head}: enable_prefix_caching={eff.get('enable_prefix_caching')}, "
-            f"{req.get('cached_tokens')} tokens read from the cache"
+            f"{req.cached_tokens} tokens read from the cache"
         )
     return None
 
 
 def _concurrent(ev: Evidence) -> str | None:
-    peak = ev.requests.get("peak_in_flight")
+    peak = ev.requests.peak_in_flight
     if peak is None or peak < 2:
         return f"{ev.head}: at most {peak} requests were in flight at once (more than one needed)"
     return _server_batching_unproven(ev)
@@ -294,10 +295,10 @@ def _server_batching_unproven(ev: Evidence) -> str | None:
     """Requests in flight at once are the client's doing; that the server ran them together is
     read from its /metrics: more requests finished than engine steps ran during the case means
     some step held two or more (each finished request is counted in exactly one step)."""
-    server = ev.requests.get("server_metrics") or {}
-    if server.get("error"):
-        return f"{ev.unproven}: the server's /metrics could not be read ({server['error']})"
-    steps, done = server.get("engine_steps"), server.get("requests_finished")
+    server = ev.requests.server_metrics or ServerMetrics()
+    if server.error:
+        return f"{ev.unproven}: the server's /metrics could not be read ({server.error})"
+    steps, done = server.engine_steps, server.requests_finished
     if steps is None or done is None:
         return f"{ev.unproven}: the server's /metrics has no engine-step or finished-request counts"
     if done <= steps:
@@ -309,12 +310,12 @@ def _server_batching_unproven(ev: Evidence) -> str | None:
 
 
 def _sequential(ev: Evidence) -> str | None:
-    peak = ev.requests.get("peak_in_flight")
+    peak = ev.requests.peak_in_flight
     if peak is None or peak != 1:
         return f"{ev.head}: at most {peak} requests were in flight at once (exactly one needed)"
-    server = ev.requests.get("server_metrics") or {}
-    if (server.get("requests_finished") or 0) > (server.get("engine_steps") or 0) > 0:
-        done, steps = server["requests_finished"], server["engine_steps"]
+    server = ev.requests.server_metrics or ServerMetrics()
+    if (server.requests_finished or 0) > (server.engine_steps or 0) > 0:
+        done, steps = server.requests_finished, server.engine_steps
         return (
             f"{ev.head}: one request was in flight at a time, yet the server finished "
             f"{done} requests in {steps} engine steps"
@@ -335,30 +336,30 @@ def _batched(kind: str) -> Proof:
     outstanding at once), `query` (/score: one request per query with its documents, 1:N)."""
 
     def proof(ev: Evidence) -> str | None:
-        b = ev.requests.get("batching")
+        b = ev.requests.batching
         if not b:
             return f"{ev.unproven}: the runner recorded no batched requests"
-        sizes, endpoint = b.get("items_per_request") or [], b.get("endpoint")
+        sizes, endpoint = b.items_per_request or [], b.endpoint
         sent, items = len(sizes), sum(sizes)
-        logged = b.get("server_log_requests")
+        logged = b.server_log_requests
         if logged is None:
-            why = b.get("server_log_error")
+            why = b.server_log_error
             return f"{ev.unproven}: the server's access log could not be read ({why})"
         if logged != sent:
             return (
                 f"{ev.unproven}: the harness sent {sent} requests to {endpoint}, the server's "
                 f"access log shows {logged} answered"
             )
-        server = ev.requests.get("server_metrics") or {}
-        if server.get("error"):
-            return f"{ev.unproven}: the server's /metrics could not be read ({server['error']})"
-        done = server.get("requests_finished")
+        server = ev.requests.server_metrics or ServerMetrics()
+        if server.error:
+            return f"{ev.unproven}: the server's /metrics could not be read ({server.error})"
+        done = server.requests_finished
         if done != items:
             return (
                 f"{ev.unproven}: the server finished {done} engine requests for the {items} "
                 f"items of {sent} HTTP requests (one per item expected)"
             )
-        peak = ev.requests.get("peak_in_flight")
+        peak = ev.requests.peak_in_flight
         if kind == "query" and (sent < 2 or max(sizes) < 2):
             return (
                 f"{ev.head}: requests of {sizes} pairs (one per query, some with several "

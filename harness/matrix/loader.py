@@ -11,7 +11,7 @@ import copy
 import fnmatch
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -333,17 +333,10 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
     for raw, doc, i in layers.cases:
         case_id = str(raw.get("id", f"#{i}"))
         fam_name = raw.get("family", layers.defaults.get("family"))
-        fam = None
-        if fam_name is not None:
-            fam = layers.families.get(str(fam_name))
-            if fam is None:
-                at = _error_location(("family",), raw, doc, i, None, "", layers.defaults_src)
-                valid = ", ".join(sorted(layers.families)) or "(none defined)"
-                problems.append(
-                    f"{at}: case {case_id!r}, key 'family': "
-                    f"unknown family {fam_name!r}; valid families: {valid}"
-                )
-                continue
+        fam, unknown = _family_of(fam_name, raw, doc, i, layers, case_id)
+        if unknown:
+            problems.append(unknown)
+            continue
         merged = _merge_layers(layers.defaults, fam[0] if fam else {}, raw)
 
         def locate(loc: tuple, raw=raw, doc=doc, i=i, fam=fam, fam_name=str(fam_name)) -> str:
@@ -353,14 +346,9 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
         if moved:
             problems += moved
             continue
-        internal = sorted(set(INTERNAL_KEYS) & set(merged))
-        if internal or "@" in case_id:
-            what = (
-                f"key {internal[0]!r} is set by the harness, not a matrix"
-                if internal
-                else "'@' is reserved for derived check cases (<id>@<check>)"
-            )
-            problems.append(f"{doc.where('cases', i)}: case {case_id!r}: {what}")
+        reserved = _reserved(merged, case_id)
+        if reserved:
+            problems.append(f"{doc.where('cases', i)}: case {case_id!r}: {reserved}")
             continue
         merged["where"] = doc.where("cases", i)
         if isinstance(merged.get("inputs"), dict):  # a set from files or inline: read it now
@@ -378,35 +366,9 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
                 _format_validation(e, raw, doc, i, fam, str(fam_name), case_id, layers.defaults_src)
             )
             continue
-        unbounded = _unbounded_required(case)
-        if unbounded:
-            problems.append(
-                f"{locate(('tolerances',))}: case {case_id!r}, key 'tolerances': {unbounded}"
-            )
-            continue
-        from harness.matrix.inputs import distinct_inputs, input_set
-
-        n_distinct = distinct_inputs(input_set(case.inputs).items)
-        if n_distinct < 2:
-            at = locate(("inputs",))
-            problems.append(
-                f"{at}: case {case_id!r}, key 'inputs': input set {case.inputs!r} has "
-                f"{n_distinct} distinct input(s); a case needs >= 2 distinct inputs, "
-                f"or nothing shows that the reference varies with its input (a "
-                f"constant model would pass)"
-            )
-            continue
-        ungated = _ungated_bounds(case)
-        if ungated:
-            key = ungated.split("'")[1].split(".")[0]
-            at = locate((key,))
-            problems.append(f"{at}: case {case_id!r}, {ungated}")
-            continue
-        if case.dtype is not None and case.dtype not in case.tolerances:
-            problems.append(
-                f"{doc.where('cases', i)}: case {case_id!r}, key 'tolerances': no entry for dtype "
-                f"{case.dtype!r}; has: {sorted(case.tolerances)}"
-            )
+        problem = _case_problem(case, locate, doc.where("cases", i))
+        if problem:
+            problems.append(problem)
             continue
         if case.id in seen_ids:
             problems.append(
@@ -417,14 +379,8 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
         checks_at[case.id] = locate(("checks",))
         cases.append(case)
     if layers.select is not None:
-        patterns, sdoc = layers.select
-        for j, pat in enumerate(patterns):
-            if not any(fnmatch.fnmatchcase(c, str(pat)) for c in seen_ids):
-                problems.append(
-                    f"{sdoc.where('select', j)}: key 'select': {pat!r} matches no case; "
-                    f"cases: {', '.join(sorted(seen_ids))}"
-                )
-        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, str(p)) for p in patterns)]
+        cases, unmatched = _selected(layers.select, cases, seen_ids)
+        problems += unmatched
     # after `select`: an including file's defaults may give unselected cases other runners
     from harness.matrix.checks import misfit_checks
 
@@ -443,6 +399,75 @@ def load_matrix(path: str | Path, *, vocabulary: Vocabulary) -> Matrix:
         sha256=layers.digest.hexdigest(),
         files=layers.files,
     )
+
+
+def _reserved(merged: dict, case_id: str) -> str | None:
+    """A key only the harness sets, or an id spelt as a derived case's; None when neither."""
+    internal = sorted(set(INTERNAL_KEYS) & set(merged))
+    if internal:
+        return f"key {internal[0]!r} is set by the harness, not a matrix"
+    if "@" in case_id:
+        return "'@' is reserved for derived check cases (<id>@<check>)"
+    return None
+
+
+def _family_of(
+    fam_name: Any, raw: dict, doc: Any, i: int, layers: _Layers, case_id: str
+) -> tuple[Any, str | None]:
+    """A case's family (its layer and source) by name, or the problem of an unknown one."""
+    if fam_name is None:
+        return None, None
+    fam = layers.families.get(str(fam_name))
+    if fam is not None:
+        return fam, None
+    at = _error_location(("family",), raw, doc, i, None, "", layers.defaults_src)
+    valid = ", ".join(sorted(layers.families)) or "(none defined)"
+    return None, (
+        f"{at}: case {case_id!r}, key 'family': "
+        f"unknown family {fam_name!r}; valid families: {valid}"
+    )
+
+
+def _case_problem(case: Case, locate: Callable[[tuple], str], where: str) -> str | None:
+    """What a validated case still lacks (a bound, distinct inputs, a gate, its dtype's
+    tolerances), at the key that says so; None when nothing."""
+    unbounded = _unbounded_required(case)
+    if unbounded:
+        return f"{locate(('tolerances',))}: case {case.id!r}, key 'tolerances': {unbounded}"
+    from harness.matrix.inputs import distinct_inputs, input_set
+
+    n_distinct = distinct_inputs(input_set(case.inputs).items)
+    if n_distinct < 2:
+        return (
+            f"{locate(('inputs',))}: case {case.id!r}, key 'inputs': input set {case.inputs!r} "
+            f"has {n_distinct} distinct input(s); a case needs >= 2 distinct inputs, "
+            f"or nothing shows that the reference varies with its input (a "
+            f"constant model would pass)"
+        )
+    ungated = _ungated_bounds(case)
+    if ungated:
+        key = ungated.split("'")[1].split(".")[0]
+        return f"{locate((key,))}: case {case.id!r}, {ungated}"
+    if case.dtype is not None and case.dtype not in case.tolerances:
+        return (
+            f"{where}: case {case.id!r}, key 'tolerances': no entry for dtype "
+            f"{case.dtype!r}; has: {sorted(case.tolerances)}"
+        )
+    return None
+
+
+def _selected(
+    select: tuple, cases: list[Case], seen_ids: dict[str, str]
+) -> tuple[list[Case], list[str]]:
+    """The cases a `select:` names, and a problem for each pattern that matches none."""
+    patterns, sdoc = select
+    unmatched = [
+        f"{sdoc.where('select', j)}: key 'select': {pat!r} matches no case; "
+        f"cases: {', '.join(sorted(seen_ids))}"
+        for j, pat in enumerate(patterns)
+        if not any(fnmatch.fnmatchcase(c, str(pat)) for c in seen_ids)
+    ]
+    return [c for c in cases if any(fnmatch.fnmatchcase(c.id, str(p)) for p in patterns)], unmatched
 
 
 def filter_cases(matrix: Matrix, case_globs: list[str] | None = None) -> list[Case]:

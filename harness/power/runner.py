@@ -282,6 +282,49 @@ def judge(outcome: Outcome, baseline: dict, mutated: dict, events: list[dict]) -
         outcome.reason = f"{len(ran)} green row(s) ran with the mutation applied; none went red"
 
 
+def _rows_of(o: Outcome, matrix: str, device: str, python: str, server_rows: str) -> bool:
+    """The rows a mutation runs on (o.rows, lean or all), decided before any run; False with its
+    status and reason when it runs none (needs a GPU, another matrix's or release's, no row)."""
+    if o.mutation.needs == "gpu" and device != "cuda":
+        o.status, o.reason = "needs gpu", "NEEDS = 'gpu': run by ci/gpu-check"
+        return False
+    elsewhere = other_matrix(o.mutation, matrix)
+    if elsewhere:
+        o.status, o.reason = "not applicable", elsewhere
+        return False
+    try:
+        selected = select_rows(o.mutation, matrix, python)
+    except RuntimeError as e:  # one mutation's selection failing loses only that mutation
+        o.status, o.reason = "error", str(e)
+        return False
+    # decided before the reference is recorded: a mutation of another release, or whose
+    # cases all skip on this vLLM (their vllm_releases), has nothing to record or run
+    version = selected.vllm_version
+    if version and not version_applies(o.mutation.targets, version):
+        o.status = "not applicable"
+        o.reason = f"vLLM {version} outside TARGETS {o.mutation.targets!r}"
+        return False
+    o.rows = selected.runnable()
+    if selected.rows and not o.rows:
+        case, why = sorted(selected.skipped.items())[0]
+        o.status = "not applicable"
+        o.reason = f"every case it selects is skipped on this vLLM ({case}: {why})"
+        return False
+    if not o.rows:
+        narrowed = "".join(
+            f" {k} {' '.join(v)}"
+            for k, v in (("-k", o.mutation.cases), ("-r", o.mutation.runners))
+            if v
+        )
+        o.status = "no rows"
+        files = ", ".join(o.mutation.files)
+        o.reason = f"`parity select` gives no row of {matrix} for {files}{narrowed}"
+        return False
+    if server_rows == "lean":
+        o.rows, o.left_out = lean_rows(o.mutation, o.rows)
+    return True
+
+
 def run_power(
     mutations: list[Mutation],
     matrix: str,
@@ -305,44 +348,8 @@ def run_power(
     outcomes = [Outcome(m) for m in mutations]
     todo = []
     for o in outcomes:
-        if o.mutation.needs == "gpu" and device != "cuda":
-            o.status, o.reason = "needs gpu", "NEEDS = 'gpu': run by ci/gpu-check"
-            continue
-        elsewhere = other_matrix(o.mutation, matrix)
-        if elsewhere:
-            o.status, o.reason = "not applicable", elsewhere
-            continue
-        try:
-            selected = select_rows(o.mutation, matrix, python)
-        except RuntimeError as e:  # one mutation's selection failing loses only that mutation
-            o.status, o.reason = "error", str(e)
-            continue
-        # decided before the reference is recorded: a mutation of another release, or whose
-        # cases all skip on this vLLM (their vllm_releases), has nothing to record or run
-        version = selected.vllm_version
-        if version and not version_applies(o.mutation.targets, version):
-            o.status = "not applicable"
-            o.reason = f"vLLM {version} outside TARGETS {o.mutation.targets!r}"
-            continue
-        o.rows = selected.runnable()
-        if selected.rows and not o.rows:
-            case, why = sorted(selected.skipped.items())[0]
-            o.status = "not applicable"
-            o.reason = f"every case it selects is skipped on this vLLM ({case}: {why})"
-            continue
-        if not o.rows:
-            narrowed = "".join(
-                f" {k} {' '.join(v)}"
-                for k, v in (("-k", o.mutation.cases), ("-r", o.mutation.runners))
-                if v
-            )
-            o.status = "no rows"
-            files = ", ".join(o.mutation.files)
-            o.reason = f"`parity select` gives no row of {matrix} for {files}{narrowed}"
-            continue
-        if server_rows == "lean":
-            o.rows, o.left_out = lean_rows(o.mutation, o.rows)
-        todo.append(o)
+        if _rows_of(o, matrix, device, python, server_rows):
+            todo.append(o)
     if not todo:
         return outcomes
     against: list[str] = []

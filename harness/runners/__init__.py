@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from harness.matrix.evidence import RunEvidence
 from harness.matrix.request import Request
 from harness.matrix.runner_names import runner_kind
 
@@ -53,6 +54,9 @@ class Runner(Protocol):
 
     def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
         """One output array per input item, in input order, sent as `request` says."""
+
+    def evidence(self) -> RunEvidence:
+        """What the last `run` recorded per request and as a whole (the worker sums it up)."""
 
     def unload(self) -> None:
         """Free the model, so one worker never holds two."""

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.matrix.evidence import RunEvidence
 from harness.matrix.request import Request
 from harness.runners import LoadRequest, SkipCase
 from harness.runners.serve_decode import ServerTimeout
@@ -77,6 +78,10 @@ class FakeRunner:
         if b == "short":
             outs = outs[:-1]
         return outs
+
+    def evidence(self) -> RunEvidence:
+        """The test double records nothing per request."""
+        return RunEvidence()
 
     def unload(self) -> None:
         if self.opts.get("unload_marker"):  # tests: proof that the worker unloaded its model

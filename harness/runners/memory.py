@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from harness import settings
 
 MIB = 1 << 20
 FLOOR_BYTES = 64 * MIB  # vLLM's own per-engine bookkeeping never needs less than this to start
@@ -64,7 +65,7 @@ def kv_budget(config: dict, dtype: str, engine: dict[str, Any]) -> KvBudget:
     """KV-cache bytes a case's engine needs: 2 (K, V) x layers x KV heads x head dim x dtype bytes
     per token, for min(max_num_seqs x max_model_len, TOKENS_IN_FLIGHT) tokens (at least one full
     context, which vLLM requires), times MARGIN, at least FLOOR_BYTES."""
-    override = os.environ.get(OVERRIDE_ENV)
+    override = settings.current().kv_cache_mib
     text = language_config(config)
     max_model_len = int(
         engine.get("max_model_len")
@@ -72,13 +73,10 @@ def kv_budget(config: dict, dtype: str, engine: dict[str, Any]) -> KvBudget:
         or config.get("max_position_embeddings")
         or DEFAULT_CONTEXT
     )
-    if override:
-        try:
-            mib = int(override)
-        except ValueError:
-            raise ValueError(
-                f"{OVERRIDE_ENV}={override!r}: expected a whole number of MiB"
-            ) from None
+    if override is not None:
+        if not override.is_integer():
+            raise ValueError(f"{OVERRIDE_ENV}={override:g}: expected a whole number of MiB")
+        mib = int(override)
         return KvBudget(mib * MIB, 0, 0, max_model_len, f"{OVERRIDE_ENV}={mib}")
     layers = int(text["num_hidden_layers"])
     heads = int(text.get("num_attention_heads") or 1)

@@ -28,6 +28,8 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from harness.engine.target import vllm_version
+
 STAMP = "parity-warmed.json"
 # stands for every Transformers* class of vLLM's registry (its Transformers backend)
 TRANSFORMERS_BACKEND = "Transformers*"
@@ -50,11 +52,7 @@ def vllm_key() -> str | None:
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    try:
-        version = importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        version = "?"
-    return f"{list(spec.submodule_search_locations)[0]}@{version}"
+    return f"{list(spec.submodule_search_locations)[0]}@{vllm_version() or '?'}"
 
 
 def unwarmed(archs: Iterable[str], folder: Path, key: str) -> list[str]:

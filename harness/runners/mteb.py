@@ -9,16 +9,15 @@ Imported only inside worker processes (mteb imports torch).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from harness import settings
+
 # the offline tasks' data; PARITY_MTEB_DATA points at another folder of the same layout
-DATA_DIR = Path(
-    os.environ.get("PARITY_MTEB_DATA") or Path(__file__).parent.parent / "data" / "mteb"
-)
+DATA_DIR = settings.current().mteb_data or Path(__file__).parent.parent / "data" / "mteb"
 OFFLINE_TASKS = ("ParitySTS", "ParityClassification", "ParityRetrieval", "ParityReranking")
 DATA_REVISION = "v1"  # recorded by mteb as dataset_revision: bump when the shipped data changes
 
@@ -27,85 +26,98 @@ def _load(name: str) -> dict:
     return json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
 
 
-def _offline_tasks() -> dict[str, Any]:
-    from datasets import Dataset, DatasetDict
-    from mteb.abstasks.classification import AbsTaskClassification
-    from mteb.abstasks.retrieval import AbsTaskRetrieval
-    from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
-    from mteb.abstasks.sts import AbsTaskSTS
+def _task_meta(name: str, type_: str, main_score: str):
+    """mteb's TaskMetadata of one of our offline tasks."""
     from mteb.abstasks.task_metadata import TaskMetadata
 
-    def meta(name: str, type_: str, main_score: str) -> TaskMetadata:
-        return TaskMetadata(
-            name=name,
-            description=f"parity-harness offline {type_} task on data shipped in the repository.",
-            dataset={"path": f"parity-harness/{name}", "revision": DATA_REVISION},
-            type=type_,
-            category="t2t",
-            modalities=["text"],
-            eval_splits=["test"],
-            eval_langs=["eng-Latn"],
-            main_score=main_score,
-            license="cc-by-4.0",
-        )
+    return TaskMetadata(
+        name=name,
+        description=f"parity-harness offline {type_} task on data shipped in the repository.",
+        dataset={"path": f"parity-harness/{name}", "revision": DATA_REVISION},
+        type=type_,
+        category="t2t",
+        modalities=["text"],
+        eval_splits=["test"],
+        eval_langs=["eng-Latn"],
+        main_score=main_score,
+        license="cc-by-4.0",
+    )
+
+
+def _sts_dataset():
+    """ParitySTS's data: sentence pairs with their scores (0-5)."""
+    from datasets import Dataset, DatasetDict
+
+    rows = _load("sts.json")["test"]
+    columns = {
+        "sentence1": [r[0] for r in rows],
+        "sentence2": [r[1] for r in rows],
+        "score": [float(r[2]) for r in rows],
+    }
+    return DatasetDict({"test": Dataset.from_dict(columns)})
+
+
+def _classification_dataset():
+    """ParityClassification's data: labelled texts, train and test."""
+    from datasets import Dataset, DatasetDict
+
+    d = _load("classification.json")
+
+    def split(rows):
+        return Dataset.from_dict({"text": [r[0] for r in rows], "label": [int(r[1]) for r in rows]})
+
+    return DatasetDict({"train": split(d["train"]), "test": split(d["test"])})
+
+
+def _retrieval_split(with_top_ranked: bool):
+    """ParityRetrieval's (and, with its top-ranked lists, ParityReranking's) test split."""
+    from datasets import Dataset
+    from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
+
+    d = _load("retrieval.json")
+    return RetrievalSplitData(
+        queries=Dataset.from_list([{"id": k, "text": v} for k, v in d["queries"].items()]),
+        corpus=Dataset.from_list(
+            [{"id": k, "title": t, "text": x} for k, (t, x) in d["corpus"].items()]
+        ),
+        relevant_docs=d["qrels"],
+        top_ranked=d["top_ranked"] if with_top_ranked else None,
+    )
+
+
+def _offline_tasks() -> dict[str, Any]:
+    from mteb.abstasks.classification import AbsTaskClassification
+    from mteb.abstasks.retrieval import AbsTaskRetrieval
+    from mteb.abstasks.sts import AbsTaskSTS
 
     class ParitySTS(AbsTaskSTS):
-        metadata = meta("ParitySTS", "STS", "cosine_spearman")
+        metadata = _task_meta("ParitySTS", "STS", "cosine_spearman")
         min_score = 0
         max_score = 5
 
         def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-            rows = _load("sts.json")["test"]
-            self.dataset = DatasetDict(
-                {
-                    "test": Dataset.from_dict(
-                        {
-                            "sentence1": [r[0] for r in rows],
-                            "sentence2": [r[1] for r in rows],
-                            "score": [float(r[2]) for r in rows],
-                        }
-                    )
-                }
-            )
+            self.dataset = _sts_dataset()
             self.data_loaded = True
 
     class ParityClassification(AbsTaskClassification):
-        metadata = meta("ParityClassification", "Classification", "accuracy")
+        metadata = _task_meta("ParityClassification", "Classification", "accuracy")
 
         def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-            d = _load("classification.json")
-
-            def split(rows):
-                return Dataset.from_dict(
-                    {"text": [r[0] for r in rows], "label": [int(r[1]) for r in rows]}
-                )
-
-            self.dataset = DatasetDict({"train": split(d["train"]), "test": split(d["test"])})
+            self.dataset = _classification_dataset()
             self.data_loaded = True
 
-    def retrieval_split(with_top_ranked: bool) -> RetrievalSplitData:
-        d = _load("retrieval.json")
-        return RetrievalSplitData(
-            queries=Dataset.from_list([{"id": k, "text": v} for k, v in d["queries"].items()]),
-            corpus=Dataset.from_list(
-                [{"id": k, "title": t, "text": x} for k, (t, x) in d["corpus"].items()]
-            ),
-            relevant_docs=d["qrels"],
-            top_ranked=d["top_ranked"] if with_top_ranked else None,
-        )
-
     class ParityRetrieval(AbsTaskRetrieval):
-        metadata = meta("ParityRetrieval", "Retrieval", "ndcg_at_10")
+        metadata = _task_meta("ParityRetrieval", "Retrieval", "ndcg_at_10")
 
         def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-            self.dataset = {"default": {"test": retrieval_split(False)}}
+            self.dataset = {"default": {"test": _retrieval_split(False)}}
             self.data_loaded = True
 
     class ParityReranking(AbsTaskRetrieval):
-        metadata = meta("ParityReranking", "Reranking", "map_at_1000")
+        metadata = _task_meta("ParityReranking", "Reranking", "map_at_1000")
 
         def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-            self.dataset = {"default": {"test": retrieval_split(True)}}
+            self.dataset = {"default": {"test": _retrieval_split(True)}}
             self.data_loaded = True
 
     return {

@@ -7,20 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from harness import settings
 from harness.engine.target import driver_present
 from harness.matrix.runner_names import runner_info
 
 Device = Literal["cpu", "cuda"]
 DTYPES = ("float32", "bfloat16", "float16")
 TRITON_SHIM_SITE = Path(__file__).parent.parent / "triton_cpu" / "site"
-EAGER_ENV = "PARITY_ENFORCE_EAGER"
-
-
-def _flag(name: str) -> bool:
-    value = os.environ.get(name, "0")
-    if value not in ("0", "1"):
-        raise ValueError(f"{name}={value!r}; valid: 0, 1")
-    return value == "1"
 
 
 @dataclass(frozen=True)
@@ -33,10 +26,8 @@ class Platform:
     def default_dtype(self) -> str:
         """float32 on CPU keeps tolerances ~1e-6; a GPU run tests the dtype users serve in
         (bfloat16). PARITY_DTYPE overrides, e.g. float32 on a GPU for the tight bounds."""
-        forced = os.environ.get("PARITY_DTYPE")
+        forced = settings.current().dtype  # one of DTYPES, checked where it is read
         if forced:
-            if forced not in DTYPES:
-                raise ValueError(f"PARITY_DTYPE={forced!r}; valid: {', '.join(DTYPES)}")
             return forced
         return "float32" if self.device == "cpu" else "bfloat16"
 
@@ -54,7 +45,7 @@ class Platform:
         return {
             "kv_cache_memory_bytes": kv_cache_bytes,
             "gpu_memory_utilization": 0.5,
-            "enforce_eager": _flag(EAGER_ENV),
+            "enforce_eager": settings.current().enforce_eager,
         }
 
     def max_lanes(self, cores: int) -> int:
@@ -155,10 +146,8 @@ def detect_device() -> Device:
     clear error (a CPU install on a GPU host must say PARITY_DEVICE=cpu). PARITY_DEVICE overrides.
     The parent never imports torch: the installed torch is asked in a subprocess, only on GPU
     hosts."""
-    forced = os.environ.get("PARITY_DEVICE")
+    forced = settings.current().device  # cpu or cuda, checked where it is read
     if forced:
-        if forced not in ("cpu", "cuda"):
-            raise ValueError(f"PARITY_DEVICE={forced!r}; valid: cpu, cuda")
         return forced  # type: ignore[return-value]
     if not driver_present():  # the one probe harness.engine.target chooses the build by
         return "cpu"

@@ -23,16 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.target import vllm_provenance
+from harness.engine.target import vllm_provenance, vllm_version
+from harness.matrix.evidence import RequestsEvidence, RunEvidence
 from harness.matrix.request import Request
 from harness.runners import LoadRequest
 from harness.runners.prompt_forms import form_of, paired, token_ids
-from harness.runners.serve_decode import (
-    ServerFailure,
-    match_by_index,
-    match_rerank,
-    same_length,
-)
+from harness.runners.serve_batched import BatchedRequests, Limited
+from harness.runners.serve_decode import ServerFailure, same_length
 from harness.runners.serve_endpoints import BATCHED, item_request, route
 from harness.runners.serve_process import (
     SERVER_MODULE,
@@ -41,11 +38,10 @@ from harness.runners.serve_process import (
     metrics_delta,
     parse_metrics,
     runner_from_log,
-    vllm_version,
 )
 
 
-class ServeRunner:
+class ServeRunner(BatchedRequests):
     def __init__(self, variant: str | None):
         if variant not in ("v1", "v2", "auto"):
             raise ValueError(f"vllm-serve runner variant must be v1, v2 or auto, got {variant!r}")
@@ -97,6 +93,11 @@ class ServeRunner:
             "versions": {"vllm": vllm_version()},
             "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
         }
+
+    def evidence(self) -> RunEvidence:
+        """Per request of the last run (the server's answer, in flight, restarts), and the
+        server's own metrics and the batching that ran."""
+        return RunEvidence(records=self.last_meta, run=RequestsEvidence(**self.last_run))
 
     def unload(self) -> None:
         self.server.stop()
@@ -196,7 +197,7 @@ class ServeRunner:
     async def _send_all(
         self, task: str, numbered: list, request: Request
     ) -> list[tuple[np.ndarray, dict]]:
-        send = _Limited(request)
+        send = Limited(request)
         async with self._client(request) as client:
 
             async def one(i: int, item):
@@ -214,148 +215,6 @@ class ServeRunner:
                 request.serve.embed_dtype,
             )
         return answered
-
-    async def _send_batched(
-        self, task: str, numbered: list, request: Request
-    ) -> list[tuple[np.ndarray, dict]]:
-        """The items in requests of `items_per_request` each (`all`: one request), up to
-        max_in_flight of them outstanding at once; each answer's entries matched to its items by
-        `index`. The size of every request sent is kept (self._batches) for the run's evidence."""
-        per = request.serve.items_per_request
-        if per == "query":  # score: each query with all its documents (1:N)
-            from harness.matrix.inputs import query_groups
-
-            groups = query_groups(tuple(it for _, it in numbered))
-            chunks = [[numbered[j] for j in group] for group in groups]
-        else:
-            k = max(len(numbered), 1) if per == "all" else int(per)
-            chunks = [numbered[s : s + k] for s in range(0, len(numbered), k)]
-        first = len(self._batches)  # requests numbered across the calls of one run
-        self._batches += [len(c) for c in chunks]
-        send = _Limited(request)
-        async with self._client(request) as client:
-
-            async def one(r: int, chunk: list):
-                answered, at_send = await send(lambda: self._batch(client, task, r, chunk, request))
-                return [(out, {**meta, "in_flight": at_send}) for out, meta in answered]
-
-            answers = await asyncio.gather(
-                *(one(first + r, chunk) for r, chunk in enumerate(chunks))
-            )
-        return [pair for answer in answers for pair in answer]
-
-    async def _batch(
-        self, client, task: str, r: int, chunk: list, request: Request
-    ) -> list[tuple[np.ndarray, dict]]:
-        """One request carrying the chunk's items as a list `input`; usage.prompt_tokens is the
-        request's (all its items'), kept per item as `batch` for the usage check."""
-        unsupported = [
-            k for k in ("truncate", "dimensions", "prompt_name", "padding") if getattr(request, k)
-        ]
-        if unsupported or request.serve.encoding_format != "float":
-            raise ValueError(
-                "items_per_request sends float answers without "
-                "truncate/dimensions/prompt_name/padding; the case sets "
-                + ", ".join(unsupported or [f"encoding_format {request.serve.encoding_format}"])
-            )
-        path, key = BATCHED[task]
-        what = f"request {r} (items {[i for i, _ in chunk]})"
-        if task == "score":  # N:N (text_1 and text_2 lists, pair k = their k-th) or 1:N
-            queries, docs = [q for _, (q, _) in chunk], [d for _, (_, d) in chunk]
-            one = request.serve.items_per_request == "query"
-            if one and len(set(queries)) != 1:
-                raise ValueError(f"{what}: a 1:N /score request needs one query")
-            body = {"text_1": queries[0] if one else queries, "text_2": docs}
-            body = {"model": self.model, **body, **request.text_caps()}
-            inputs, sent = [None] * len(chunk), [{}] * len(chunk)  # pairs: no /tokenize
-        else:
-            inputs, sent = self._batch_inputs(chunk)
-            body = {"model": self.model, "input": inputs}
-        ans = await self._post(client, path, body, what)
-        return await self._batch_answers(client, task, r, chunk, ans, inputs, sent)
-
-    def _batch_inputs(self, chunk: list) -> tuple[list, list[dict]]:
-        """A chunk's items as a list `input` (texts, or the HF tokenizer's ids), and per item
-        what was sent beside its answer."""
-        inputs: list = []
-        sent: list[dict] = []
-        for _, item in chunk:
-            form, item = form_of(item)
-            if form == "token_ids":  # the HF tokenizer's ids, one list per input
-                ids_sent = token_ids(self._tokenizer(), item)
-                inputs.append(ids_sent)
-                sent.append({"request_input": "token_ids", "prompt_token_ids": ids_sent})
-            elif form == "text":
-                inputs.append(item)
-                sent.append({})
-            else:
-                raise ValueError(f"the vllm-serve runner sends text and token ids, not {form!r}")
-        return inputs, sent
-
-    async def _batch_answers(self, client, task, r, chunk, ans, inputs, sent):
-        path, key = BATCHED[task]
-        what = f"request {r} (items {[i for i, _ in chunk]})"
-        entries = match_by_index(ans, len(chunk), f"{path} {what}")
-        usage = (ans.get("usage") or {}).get("prompt_tokens")
-        out = []
-        for (i, _), entry, extra, text in zip(chunk, entries, sent, inputs):
-            ids = None
-            if isinstance(text, str):
-                tok = await self._post(
-                    client, "/tokenize", {"model": self.model, "prompt": text}, i
-                )
-                ids = [int(t) for t in tok["tokens"]]
-            meta = {
-                "prompt_token_ids": ids,
-                "num_cached_tokens": None,
-                "usage_prompt_tokens": None,  # the request's, in `batch`
-                "batch": {"request": r, "items": len(chunk), "prompt_tokens": usage},
-                **extra,
-            }
-            value = entry[key]
-            out.append((np.asarray(value if key != "score" else [value], dtype=np.float32), meta))
-        return out
-
-    async def _rerank_all(self, items: list, request: Request) -> list[tuple[np.ndarray, dict]]:
-        """Each query with its documents as one /rerank request (all documents), plus one with
-        top_n when the case sets it; answers are matched to documents by their `index`."""
-        from harness.matrix.inputs import query_groups
-
-        send = _Limited(request)
-        top_n = request.serve.top_n
-        async with self._client(request) as client:
-
-            async def both(body: dict, g: int) -> tuple[dict, dict | None]:
-                full = await self._post(client, "/rerank", body, f"query group {g}")
-                top = (
-                    await self._post(
-                        client, "/rerank", {**body, "top_n": top_n}, f"query group {g}"
-                    )
-                    if top_n
-                    else None
-                )
-                return full, top
-
-            async def one(g: int, group: list[int]):
-                body = {
-                    "model": self.model,
-                    "query": items[group[0]][0],
-                    "documents": [items[j][1] for j in group],
-                    **request.text_caps(),
-                }
-                (full, top), at_send = await send(lambda: both(body, g))
-                return [
-                    (out, {**meta, "in_flight": at_send})
-                    for out, meta in match_rerank(g, body["documents"], full, top, top_n)
-                ]
-
-            groups = query_groups(tuple(items))
-            answers = await asyncio.gather(*(one(g, group) for g, group in enumerate(groups)))
-        out: list = [None] * len(items)
-        for group, answer in zip(groups, answers):
-            for j, pair in zip(group, answer):
-                out[j] = pair
-        return out
 
     async def _post(self, client, path: str, body: dict, what, raw: bool = False):
         """The answer's JSON; with `raw`, the response itself (binary answers)."""
@@ -423,21 +282,3 @@ class ServeRunner:
                 )
             }
         return self._tokenizers[self.model]
-
-
-class _Limited:
-    """At most `max_in_flight` requests (or request pairs) outstanding at once; each awaited one
-    comes back with how many were outstanding when it was sent, itself included."""
-
-    def __init__(self, request: Request):
-        self.limit = asyncio.Semaphore(request.serve.max_in_flight)
-        self.in_flight = 0
-
-    async def __call__(self, request):
-        async with self.limit:
-            self.in_flight += 1
-            at_send = self.in_flight
-            try:
-                return await request(), at_send
-            finally:
-                self.in_flight -= 1

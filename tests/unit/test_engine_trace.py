@@ -85,7 +85,7 @@ def _run(
     runner.trace = attach(runner.llm)
     out = runner.run("embed", TEXTS, req(**options))
     assert [float(o[0]) for o in out] == [float(len(t)) for t in TEXTS]  # answers in input order
-    return _requests(runner, str(tmp / "out"))
+    return _requests(runner.evidence(), str(tmp / "out"))
 
 
 def _reason(
@@ -175,7 +175,7 @@ def test_without_a_trace_of_the_scheduler_the_check_is_not_proven(tmp_path, chec
     # vLLM's MP client has no in-process engine core
     runner.trace = attach(SimpleNamespace(llm_engine=SimpleNamespace(engine_core=object())))
     runner.run("embed", TEXTS, req(one_by_one=True))
-    requests = _requests(runner, str(tmp_path / "out"))
+    requests = _requests(runner.evidence(), str(tmp_path / "out"))
     effective = CHUNKED if check == "chunked_prefill" else UNCHUNKED
     reason = _reason(check, requests, effective, runner.trace.as_info())
     assert reason.startswith(

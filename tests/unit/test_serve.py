@@ -443,7 +443,7 @@ def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(
 
     runner = _served(_metered_embed_server(per_step, metrics))
     runner.run("embed", list(TEXTS), req(max_in_flight=16))
-    requests = _requests(runner, str(tmp_path / "out"))
+    requests = _requests(runner.evidence(), str(tmp_path / "out"))
     assert requests["peak_in_flight"] == 16  # the client had 16 in flight every time
     if metrics:
         assert requests["server_metrics"] == {
@@ -467,11 +467,16 @@ def test_sequential_is_an_error_when_the_server_counts_more_requests_than_steps(
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
     alone = _served(_metered_embed_server(1))
     alone.run("embed", list(TEXTS), req(max_in_flight=1))
-    assert check_not_in_effect(derived, {"requests": _requests(alone, str(tmp_path / "a"))}) is None
+    assert (
+        check_not_in_effect(derived, {"requests": _requests(alone.evidence(), str(tmp_path / "a"))})
+        is None
+    )
     # seeded: a server whose counts say it ran requests together though one was sent at a time
     odd = _served(_metered_embed_server(4))
     odd.run("embed", list(TEXTS), req(max_in_flight=1))
-    reason = check_not_in_effect(derived, {"requests": _requests(odd, str(tmp_path / "b"))})
+    reason = check_not_in_effect(
+        derived, {"requests": _requests(odd.evidence(), str(tmp_path / "b"))}
+    )
     assert reason == (
         "invariance check sequential did not take effect: one request was in flight "
         "at a time, yet the server finished 24 requests in 6 engine steps"
@@ -782,7 +787,7 @@ def _batched_requests(tmp_path, options: dict, logged: int | None = None, finish
 
     runner.server.logged_posts = logged_posts
     runner.run("embed", list(TEXTS), req(**options))
-    requests = _requests(runner, str(tmp_path / "out"))
+    requests = _requests(runner.evidence(), str(tmp_path / "out"))
     items = len(TEXTS) if finished is None else finished
     requests["server_metrics"] = {"engine_steps": 2, "requests_finished": items}
     return requests

@@ -68,3 +68,37 @@ def test_current_reads_once_and_again_when_the_environment_changed(monkeypatch):
     monkeypatch.setenv("PARITY_DTYPE", "bfloat16")
     assert current().dtype == "bfloat16"
     assert settings._read is not None
+
+
+# reading a PARITY_* variable: os.environ.get("PARITY_..."), os.environ["PARITY_..."], getenv
+DIRECT_READ = re.compile(r"""(?:environ\.get|getenv)\(\s*["']PARITY_|environ\[\s*["']PARITY_""")
+WRITE = re.compile(r"""environ\[\s*["']PARITY_\w+["']\s*\]\s*=(?!=)""")
+# the power hook is loaded by path into a mutated vLLM, where the harness may not import
+READS_ITS_OWN = {"harness/power/site/sitecustomize.py"}
+
+
+def direct_reads(sources: dict[str, str]) -> list[str]:
+    return sorted(
+        f"{name}:{n}"
+        for name, text in sources.items()
+        if name not in READS_ITS_OWN
+        for n, line in enumerate(text.splitlines(), 1)
+        if DIRECT_READ.search(line) and not WRITE.search(line)
+    )
+
+
+def test_the_harness_reads_parity_settings_only_through_settings():
+    sources = {
+        str(p.relative_to(ROOT)): p.read_text()
+        for p in (ROOT / "harness").rglob("*.py")
+        if p.name != "settings.py"
+    }
+    assert direct_reads(sources) == []
+
+
+def test_the_direct_read_check_bites():
+    seeded = {
+        "harness/runners/x.py": 'a = os.environ.get("PARITY_DTYPE")\nb = os.getenv("PARITY_X")\n',
+        "harness/runners/y.py": 'os.environ["PARITY_ALLOW_ABSOLUTE_PATHS"] = "1"\n',  # a write
+    }
+    assert direct_reads(seeded) == ["harness/runners/x.py:1", "harness/runners/x.py:2"]

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from harness.matrix.evidence import RunEvidence
 from harness.matrix.request import DECLARED_FIELDS, Request, unhonoured
 from harness.plugins import Discovery
 from harness.runners import LoadRequest, freeze_what_is_alive
@@ -309,6 +310,10 @@ class HFRunner:
                 )
             out.append(rendered)
         return out
+
+    def evidence(self) -> RunEvidence:
+        """Per item of the last run: the token ids the recipe ran and what it was sent."""
+        return RunEvidence(records=self.last_meta)
 
     def unload(self) -> None:
         self._st = None

@@ -14,6 +14,8 @@ import threading
 import time
 from collections.abc import Iterable
 
+from harness import settings
+
 GRACE_SECONDS = 3.0  # SIGTERM first (vLLM's server shuts its engine down), then SIGKILL
 GRACE_ENV = "PARITY_STOP_GRACE"  # seconds; a fixed default, never derived from the host
 WATCH_SECONDS = 0.5  # how often a worker looks at its parent
@@ -66,13 +68,8 @@ def _running(proc) -> bool:
 
 
 def grace_seconds() -> float:
-    raw = os.environ.get(GRACE_ENV)
-    if not raw:
-        return GRACE_SECONDS
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{GRACE_ENV}={raw!r}: expected a number of seconds") from None
+    """PARITY_STOP_GRACE, read and checked where every setting is (harness.settings)."""
+    return settings.current().stop_grace
 
 
 def stop_tree(groups: Iterable[int] = (), grace: float | None = None) -> None:

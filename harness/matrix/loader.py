@@ -29,6 +29,7 @@ from harness.matrix.schema import (
     Vocabulary,
 )
 from harness.matrix.tasks import task_kind
+from harness.shards import parse_shard  # noqa: F401  (the one K/N rule; callers import it here)
 
 TOP_LEVEL_KEYS = ("include", "defaults", "families", "cases", "select")
 # Case fields the harness sets (file:line; on derived check cases, their base, check and options)
@@ -479,17 +480,6 @@ def filter_cases(matrix: Matrix, case_globs: list[str] | None = None) -> list[Ca
 def model_group(case: Case) -> str:
     """Cases sharing weights share a group: they stay on one shard / one xdist worker."""
     return hashlib.sha256(case.model.model_dump_json().encode()).hexdigest()[:12]
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """'K/N' -> (K, N), 1 <= K <= N."""
-    try:
-        k, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise ValueError(f"--shard {text!r}: expected K/N, e.g. 1/2") from None
-    if not 1 <= k <= n:
-        raise ValueError(f"--shard {text!r}: need 1 <= K <= N")
-    return k, n
 
 
 def shard_cases(cases: list[Case], k: int, n: int) -> list[Case]:

@@ -90,12 +90,108 @@ def test_versions_exits_on_the_verdicts_of_every_release(tmp_path):
 
 def test_versions_takes_any_matrix_or_all(tmp_path):
     assert versions.main(["--matrix", "matrices/nope.yaml", "--tables-only"]) == 2
-    runs = versions.matrix_runs("all", tmp_path)
-    assert [m for m, _ in runs] == [f"matrices/{m}" for m in versions.ALL_MATRICES]
-    assert runs[0][1] == tmp_path / "pooling"
-    for _, folder in runs:
-        folder.mkdir()
-        rep = _report("0.32.0", [(folder.name, "vllm-v1", "pass")], ["v2"])
-        (folder / "report.json").write_text(json.dumps(rep))
-    merged = versions.read_reports("all", tmp_path)
-    assert {r["family"] for r in merged["results"]} == {"pooling", "extended", "multimodal", "hub"}
+    matrices = versions.matrices_of(["all"])
+    assert matrices == [f"matrices/{m}" for m in versions.ALL_MATRICES]
+    assert "matrices/serve.yaml" in matrices  # its served rows run too
+    assert versions.folder(tmp_path, "0.32.0", matrices[0], matrices) == tmp_path / "0.32.0/pooling"
+    one = ["matrices/serve.yaml"]
+    assert versions.folder(tmp_path, "0.32.0", one[0], one) == tmp_path / "0.32.0"
+    units = versions.plan(["0.32.0"], matrices)
+    for rel, m in units:
+        dest = versions.folder(tmp_path, rel, m, matrices)
+        dest.mkdir(parents=True)
+        rep = _report("0.32.0", [("bert", "vllm-v1", "pass")], ["v2"])
+        (dest / "report.json").write_text(json.dumps(rep))
+    merged = versions.read_reports(units, dict.fromkeys(units, tmp_path), matrices)
+    stems = {r["matrix"] for r in merged["0.32.0"]["results"]}
+    assert stems == {"pooling", "serve", "extended", "multimodal", "hub"}
+    md, _ = versions.table(merged)
+    # one family in several matrices: a row per matrix, never summed across them
+    assert "| serve | bert | vllm-v1 | 1P |" in md.splitlines()
+    assert md.splitlines()[0] == "| matrix | family | runner | 0.32.0 |"
+
+
+# a release's engine python, as `parity run` looks from outside: it writes a report.json into
+# --out (one row per matrix, failing on 0.30.0) and logs which (release, matrix) it ran
+FAKE_RUN = """#!/usr/bin/env python3
+import json, sys
+from pathlib import Path
+argv = sys.argv[3:]
+out, matrix = Path(argv[argv.index("--out") + 1]), argv[argv.index("-m") + 1]
+rel = next(p for p in out.parts if p.startswith("0."))
+stem = Path(matrix).stem
+with open(LOG, "a") as f:
+    f.write(json.dumps([rel, matrix]) + "\\n")
+out.mkdir(parents=True, exist_ok=True)
+rows = [{"family": "f-" + stem, "runner": "vllm-v1", "case_id": stem,
+         "status": "fail" if rel == "0.30.0" else "pass", "reason": ""}]
+doc = {"results": rows, "audit": [{"actual": "v2"}], "vllm_under_test": [{"version": rel}]}
+(out / "report.json").write_text(json.dumps(doc))
+sys.exit(1 if rel == "0.30.0" else 0)
+"""
+
+
+def _fake_engine(tmp_path, monkeypatch):
+    from harness.engine.env import EngineEnv
+
+    log, exe = tmp_path / "ran.jsonl", tmp_path / "python"
+    exe.write_text(FAKE_RUN.replace("LOG", repr(str(log))))
+    exe.chmod(0o755)
+    monkeypatch.setattr(versions, "default_backend", lambda: "cpu")
+    monkeypatch.setattr(versions, "release_env", lambda req, backend, extras: EngineEnv(req, exe))
+    return log
+
+
+def _ran(log):
+    lines = log.read_text().splitlines() if log.is_file() else []
+    log.unlink(missing_ok=True)
+    return [tuple(json.loads(line)) for line in lines]
+
+
+def test_shards_partition_the_release_table_and_the_merge_equals_one_run(tmp_path, monkeypatch):
+    log = _fake_engine(tmp_path, monkeypatch)
+    run = ["--releases", "0.30.0", "0.31.0", "0.32.0", "--matrix", "all"]
+    whole = versions.plan(["0.30.0", "0.31.0", "0.32.0"], versions.matrices_of(["all"]))
+    assert versions.main([*run, "--out", str(tmp_path / "one")]) == 1  # 0.30.0 fails
+    assert _ran(log) == whole
+    one = json.loads((tmp_path / "one" / "versions.json").read_text())
+    for n in (2, 4, 20):  # 15 runs: blocks of 8/7, of ~4, and more shards than runs
+        parts = [tmp_path / f"n{n}" / f"part{k}" for k in range(1, n + 1)]
+        ran = []
+        for k, part in enumerate(parts, 1):
+            versions.main([*run, "--shard", f"{k}/{n}", "--out", str(part)])
+            ran += _ran(log)
+        assert sorted(ran) == sorted(whole) and len(ran) == len(set(ran))  # none lost, none twice
+        merged = tmp_path / f"n{n}" / "merged"
+        assert versions.main(["--merge", *map(str, parts), "--out", str(merged)]) == 1
+        got = json.loads((merged / "versions.json").read_text())
+        assert (merged / "versions.md").read_text() == (
+            tmp_path / "one" / "versions.md"
+        ).read_text()
+        strip = lambda d: {k: v for k, v in d.items() if k != "runs"}  # noqa: E731
+        assert strip(got) == strip(one)
+        keys = ("release", "matrix", "exit")
+        assert [[r[k] for k in keys] for r in got["runs"]] == [
+            [r[k] for k in keys] for r in one["runs"]
+        ]
+
+
+def test_merge_refuses_a_missing_duplicate_or_foreign_part(tmp_path, monkeypatch, capsys):
+    log = _fake_engine(tmp_path, monkeypatch)
+    run = ["--releases", "0.31.0", "0.32.0", "--matrix", "matrices/serve.yaml"]
+    parts = [str(tmp_path / f"p{k}") for k in (1, 2, 3)]
+    for k, part in enumerate(parts, 1):
+        assert versions.main([*run, "--shard", f"{k}/3", "--out", part]) in (0, 4)
+    _ran(log)
+    merge = ["--out", str(tmp_path / "m"), "--merge"]
+    assert versions.main([*merge, *parts[:2]]) == 2
+    assert "missing shard(s) among the release-table parts: 3/3" in capsys.readouterr().err
+    assert versions.main([*merge, *parts, parts[0]]) == 2
+    assert "duplicate shard(s)" in capsys.readouterr().err
+    other = str(tmp_path / "other")
+    versions.main([*run[:2], "--matrix", "matrices/serve.yaml", "--shard", "3/3", "--out", other])
+    assert versions.main([*merge, *parts[:2], other]) == 2
+    assert "foreign shard: the parts plan different runs" in capsys.readouterr().err
+    assert versions.main([*merge, str(tmp_path / "nowhere")]) == 2
+    assert versions.main([*merge, *parts]) == 0
+    assert not (tmp_path / "m" / "0.31.0").exists()  # the table reads the parts where they are

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import sys
 import time
 from pathlib import Path
 
 from harness.power import catalogue, report
 from harness.power.runner import other_matrix, run_power
+from harness.shards import ShardError, deal_round_robin, parse_shard
 
 # --against golden|hf (one name per idea, as `parity run`): how run_power holds runs to HF
 REFERENCE = {"golden": "recorded", "hf": "live"}
@@ -57,14 +59,45 @@ def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.Argument
         help="only the mutations whose MATRIX is this matrix (the ones written for its cases)",
     )
     ap.add_argument("--list", action="store_true", help="print the catalogue and exit")
+    ap.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="judge every N-th mutation of the selection from the K-th (one CI agent's share); "
+        "--merge joins the shards' reports",
+    )
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="POWER_JSON",
+        help="join the power.json (or its folder) of every shard of one run into one report "
+        "in --out, refusing a missing, duplicate or foreign shard",
+    )
     return ap
+
+
+def merge_main(parts: list[str], out: Path) -> int:
+    """`--merge`: one report from the shards' power.json; its exit code as one run's."""
+    try:
+        paths = [Path(p) / "power.json" if Path(p).is_dir() else Path(p) for p in parts]
+        outcomes, meta = report.merge([json.loads(p.read_text()) for p in paths])
+    except (ShardError, OSError, ValueError, KeyError) as e:
+        print(f"parity power: --merge: {e}", file=sys.stderr)
+        return 2
+    paths = report.write(outcomes, meta, out)
+    sys.stdout.write(paths["markdown"].read_text())
+    print(f"power report: {paths['markdown']} · {paths['html']} · {paths['json']}", file=sys.stderr)
+    return report.exit_code(outcomes)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    out = Path(args.out or f"runs/power-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
+    if args.merge:
+        return merge_main(args.merge, out)
     try:
         mutations = catalogue.load(args.only)
-    except catalogue.CatalogueError as e:
+        shard = parse_shard(args.shard) if args.shard else None
+    except (catalogue.CatalogueError, ShardError) as e:
         print(f"parity power: {e}", file=sys.stderr)
         return 2
     if args.declared:
@@ -76,7 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         for m in mutations:
             print(f"{m.name:<40} {m.bug_class:<36} {m.replays or '-':<12} {m.needs or ''} {m.doc}")
         return 0
-    out = Path(args.out or f"runs/power-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
+    names = [m.name for m in mutations]
+    if shard:
+        mutations = deal_round_robin(mutations, *shard)
+        print(
+            f"parity power: shard {args.shard}: {len(mutations)} of {len(names)}", file=sys.stderr
+        )
     start = time.monotonic()
     outcomes = run_power(
         mutations,
@@ -94,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         "only": args.only,
         "reference": REFERENCE[args.against],
         "server_rows": args.server_rows,
+        "catalogue": names,  # the whole selection, every shard's share of it
+        **({"shard": args.shard} if shard else {}),
     }
     paths = report.write(outcomes, meta, out)
     sys.stdout.write(paths["markdown"].read_text())

@@ -6,7 +6,9 @@ import html
 import json
 from pathlib import Path
 
+from harness.power.catalogue import Mutation
 from harness.power.runner import Outcome
+from harness.shards import ShardError, check_parts
 
 FAILING = (
     "missed",
@@ -42,6 +44,7 @@ def to_json(outcomes: list[Outcome], meta: dict) -> dict:
                 "status": o.status,
                 "reason": o.reason,
                 "rows_selected": len(o.rows),
+                "rows": [list(r) for r in o.rows],
                 "left_out": o.left_out,
                 "processes": o.processes,
                 "applied_in": o.applied_in,
@@ -135,3 +138,62 @@ def write(outcomes: list[Outcome], meta: dict, out: Path) -> dict[str, Path]:
 def exit_code(outcomes: list[Outcome]) -> int:
     """1 when an applicable mutation went uncaught (missed, applied nowhere, or no row to run)."""
     return 1 if any(o.status in FAILING for o in outcomes) else 0
+
+
+def from_json(entry: dict) -> Outcome:
+    """An Outcome again from its power.json entry (to_json), to render a merged report."""
+    mutation = Mutation(
+        name=entry["name"],
+        path=Path(entry["module"]),
+        doc=entry["doc"],
+        targets=entry["targets"],
+        bug_class=entry["bug_class"],
+        replays=entry["replays"],
+        module=entry["module"],
+        files=tuple(entry["files"]),
+        needs=entry["needs"],
+    )
+    return Outcome(
+        mutation,
+        status=entry["status"],
+        reason=entry["reason"],
+        rows=[(c, r) for c, r in entry["rows"]],
+        caught=entry["caught"],
+        inconclusive=entry["inconclusive"],
+        applied_in=entry["applied_in"],
+        seconds=entry["seconds"],
+        run_dir=entry["run_dir"],
+        left_out=entry["left_out"],
+    )
+
+
+# what every shard of one catalogue run agrees on (the rest, seconds, is each agent's)
+SHARED_META = ("matrix", "device", "only", "reference", "server_rows", "catalogue")
+
+
+def merge(parts: list[dict]) -> tuple[list[Outcome], dict]:
+    """The outcomes and meta of one catalogue run from the power.json of each of its shards, in
+    the catalogue's order; refused unless they are every shard of one run (one matrix, options
+    and catalogue) and each mutation is judged in exactly one of them."""
+    check_parts([p.get("shard") for p in parts], "power reports")
+    if len({json.dumps([p.get(k) for k in SHARED_META]) for p in parts}) > 1:
+        raise ShardError(
+            "foreign shard: the power reports come from different runs (matrix, device, "
+            f"reference, server rows or catalogue): {sorted(p['shard'] for p in parts)}"
+        )
+    judged: dict[str, dict] = {}
+    for p in parts:
+        for entry in p["mutations"]:
+            if entry["name"] in judged:
+                raise ShardError(f"mutation {entry['name']} is in two shards")
+            judged[entry["name"]] = entry
+    catalogue = parts[0]["catalogue"]
+    if set(judged) != set(catalogue):
+        lost = sorted(set(catalogue) - set(judged))
+        extra = sorted(set(judged) - set(catalogue))
+        raise ShardError(f"the shards do not hold their catalogue: missing {lost}, extra {extra}")
+    meta = {k: parts[0].get(k) for k in SHARED_META}
+    meta["wall_seconds"] = max(p.get("wall_seconds", 0) for p in parts)
+    meta["agent_seconds"] = sum(p.get("wall_seconds", 0) for p in parts)
+    meta["shards"] = len(parts)
+    return [from_json(judged[name]) for name in catalogue], meta

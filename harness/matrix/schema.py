@@ -260,6 +260,22 @@ class Divergence(_Strict):
     # with token_ids: the only positions at which they differ (every item's two sequences of one
     # length); ids differing anywhere else, or in length, are the divergence changing
     token_positions: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1)
+    # the vLLM releases that shipped the bug it records (a PEP 440 specifier, e.g. ">=0.29,<0.32"):
+    # on any other release (or an unknown one) it does not apply and the case is held to its own
+    # bounds, so the bug coming back on a later release fails (harness.run.plan)
+    vllm_releases: str | None = None
+
+    @field_validator("vllm_releases")
+    @classmethod
+    def _releases(cls, v: str | None) -> str | None:
+        return None if v is None else _specifier(v)
+
+    def holds_on(self, version: str | None) -> bool:
+        """Whether it applies on vLLM `version`: always without `vllm_releases`, else only on a
+        known version inside them (a local label such as +cpu and a dev suffix are ignored)."""
+        if self.vllm_releases is None:
+            return True
+        return _within(self.vllm_releases, version)
 
     @model_validator(mode="after")
     def _envelope_or_error(self) -> "Divergence":
@@ -341,6 +357,33 @@ class LoraAdapter(_Strict):
     modules_to_save: list[str] = Field(default_factory=list)
     # the standard deviation of the seeded adapter weights
     std: float = Field(default=0.2, gt=0)
+
+
+def _specifier(v: str) -> str:
+    """`v` when it is a PEP 440 version specifier; else an error saying what to write."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(v)
+    except InvalidSpecifier:
+        raise ValueError(
+            f"{v!r} is not a version specifier; write e.g. '<0.29' or '>=0.28,<0.32' "
+            "(PEP 440, as pip takes them)"
+        ) from None
+    return v
+
+
+def _within(specifier: str, version: str | None) -> bool:
+    """Whether vLLM `version` (its base version: +cpu, .dev ignored) is inside `specifier`;
+    False for an unknown or unreadable version."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        base = Version(Version(version or "").base_version)
+    except InvalidVersion:
+        return False
+    return SpecifierSet(specifier).contains(base, prereleases=True)
 
 
 class VllmReleases(_Strict):

@@ -123,6 +123,22 @@ def release_skips(cases: list[Case], version: str | None) -> dict[str, ModelProb
     return out
 
 
+def _scoped(case: Case) -> bool:
+    return case.divergence is not None and case.divergence.vllm_releases is not None
+
+
+def release_divergences(cases: list[Case], version: str | None) -> list[Case]:
+    """The cases as judged on vLLM `version`: a divergence recorded for the releases that shipped
+    a bug (its `vllm_releases`) is dropped on any other, so the case is held to its bounds there
+    and the bug coming back fails."""
+    return [
+        c.model_copy(update={"divergence": None})
+        if c.divergence is not None and not c.divergence.holds_on(version)
+        else c
+        for c in cases
+    ]
+
+
 def build_plan(
     cases: list[Case],
     platform: Platform,
@@ -140,12 +156,12 @@ def build_plan(
     the reference in float32 (REFERENCE_FP32, in the `hf` queue); float32 runs are unchanged.
     `engine_version`: the engine the cases run on (default: the one under test here); a case whose
     `vllm_releases` exclude it is a skip, its model never built (release_skips)."""
-    if engine_version == UNDER_TEST:
-        gated = {}
-        if any(ENGINE.gated(case) for case in cases):
-            gated = release_skips(cases, ENGINE.version_here())
-    else:
-        gated = release_skips(cases, engine_version)
+    version = engine_version
+    if engine_version == UNDER_TEST:  # asked only when a case depends on it
+        depends = any(ENGINE.gated(c) or _scoped(c) for c in cases)
+        version = ENGINE.version_here() if depends else None
+    gated = release_skips(cases, version)
+    cases = release_divergences(cases, version)
     models: dict[str, ResolvedModel | ModelProblem] = dict(gated)
     models.update(prepare_models([c for c in cases if c.id not in gated], base_dir))
     wanted = set(runners) if runners else None

@@ -145,3 +145,50 @@ families: {f: {}}
     assert "skipped: old-only: vLLM 0.32.0 is outside" in to_text(sel)
     monkeypatch.setattr(target, "vllm_version", lambda: "0.28.0")
     assert not select(matrix, matrix.cases, ["csrc/x.cpp"], "vllm", source).skipped
+
+
+# a real bug shipped in 0.29-0.31 (fixed in 0.32), recorded as raising on the releases that had it
+SHIPPED = {
+    "runners": ["vllm-v1"],
+    "reason": "the CPU conv kernel packs only width 4 (0.29.0-0.31.0)",
+    "error_match": "support only width of 4",
+    "vllm_releases": ">=0.29,<0.32",
+}
+
+
+@pytest.mark.parametrize(
+    "version, expected",
+    [("0.30.0", True), ("0.31.0+cpu", True), ("0.28.0", False), ("0.32.0", False), (None, False)],
+)
+def test_a_divergence_limited_to_releases_is_expected_there_and_a_failure_elsewhere(
+    version, expected
+):
+    """On the releases that shipped the bug the error is the expected divergence (xfail); on any
+    other the case is judged without it, so the bug coming back fails (here: stays an error)."""
+    from harness.judge.verdict import runner_error
+
+    case = make_case(id="lfm2", model={"source": "local", "path": "l"}, divergence=SHIPPED)
+    assert case.divergence.holds_on(version) is expected
+    (judged,) = plan_mod.release_divergences([case], version)
+    err = "RuntimeError: causal_conv1d_weight_pack: support only width of 4"
+    status = runner_error(judged, "vllm-v1", "error", f"runner raised {err}", err).status
+    assert status == ("xfail" if expected else "error")
+    # build_plan judges its cases that way on the vLLM it plans for
+    plan = build_plan([case], Platform("cpu"), Path("."), engine_version=version)
+    assert (plan.cases[0].divergence is not None) is expected
+    unscoped = make_case(divergence={k: v for k, v in SHIPPED.items() if k != "vllm_releases"})
+    assert plan_mod.release_divergences([unscoped], version)[0].divergence is not None
+
+
+def test_a_divergence_limited_to_releases_is_asked_the_vllm_under_test(monkeypatch):
+    monkeypatch.setattr(plan_mod, "resolve", lambda src, base: ResolvedModel(Path("l"), "fp", "l"))
+    monkeypatch.setattr(target, "vllm_version", lambda: "0.31.0")
+    plan = build_plan([make_case(divergence=SHIPPED)], Platform("cpu"), Path("."))
+    assert plan.cases[0].divergence is not None
+    monkeypatch.setattr(target, "vllm_version", lambda: "0.32.0")
+    plan = build_plan([make_case(divergence=SHIPPED)], Platform("cpu"), Path("."))
+    assert plan.cases[0].divergence is None
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="'0.32' is not a version specifier"):
+        make_case(divergence={**SHIPPED, "vllm_releases": "0.32"})

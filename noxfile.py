@@ -106,8 +106,9 @@ def gate(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", default=False)
 def versions(session: nox.Session) -> None:
-    """A matrix's offline rows on each release (`-- --releases 0.31.0 0.32.0 --matrix all
-    --against hf`): one environment per release, one table of release x family x runner
+    """Matrices' vLLM rows (offline and served) on each release (`-- --releases 0.31.0 0.32.0
+    --matrix all --against hf`; `--shard K/N` one agent's share, `--merge PART...` the parts
+    joined): one environment per release, one table of release x family x runner
     (harness.engine.versions); exits on the verdicts."""
     code = subprocess.run(
         [sys.executable, "-m", "harness.engine.versions", *session.posargs], cwd=ROOT

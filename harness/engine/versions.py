@@ -61,6 +61,8 @@ PART = "versions-part.json"  # a shard's manifest in its OUT: the whole plan and
 NOT_RUN = (
     "not run (the run was interrupted"  # harness.judge.verdict's reason for a row never reached
 )
+# ...and for a row whose reference was never reached: in an interrupted (partial) run, not run
+REF_NOT_RUN = "reference (hf) was not run"
 SHORT = {
     "not run": "n",
     "pass": "P",
@@ -146,7 +148,11 @@ def read_reports(
         if rel in missing:
             continue
         merged = dict(docs[0][1])
-        merged["results"] = [{**r, "matrix": s} for s, d in docs for r in d.get("results") or []]
+        merged["results"] = [
+            {**r, "matrix": s, "partial": bool(d.get("partial"))}
+            for s, d in docs
+            for r in d.get("results") or []
+        ]
         for key in ("audit", "vllm_under_test"):
             merged[key] = [x for _, d in docs for x in d.get(key) or []]
         reports[rel] = merged
@@ -174,7 +180,7 @@ def table(reports: dict[str, dict]) -> tuple[str, dict]:
     for rel, rep in reports.items():
         for r in rep.get("results", []):
             key = (r.get("matrix"),) * several + (r["family"], r["runner"])
-            status = "not run" if r.get("reason", "").startswith(NOT_RUN) else r["status"]
+            status = "not run" if _never_reached(r) else r["status"]
             cells[key].setdefault(rel, Counter())[status] += 1
         chose[rel] = Counter(str(a.get("actual")).upper() for a in rep.get("audit", []))
         vut = rep.get("vllm_under_test") or []
@@ -200,6 +206,12 @@ def table(reports: dict[str, dict]) -> tuple[str, dict]:
         ],
     }
     return "\n".join(lines) + "\n\n" + legend + "\n", doc
+
+
+def _never_reached(result: dict) -> bool:
+    """A row an interrupted run never reached (its `partial` tag: read_reports')."""
+    reason = result.get("reason") or ""
+    return reason.startswith(NOT_RUN) or bool(result.get("partial")) and reason == REF_NOT_RUN
 
 
 def _cell(c: Counter | None) -> str:

@@ -68,6 +68,7 @@ SHORT = {
     "pass": "P",
     "fail": "F",
     "error": "E",
+    "timed out": "T",
     "xfail": "x",
     "xpass": "X!",
     "skip": "s",
@@ -181,6 +182,8 @@ def table(reports: dict[str, dict]) -> tuple[str, dict]:
         for r in rep.get("results", []):
             key = (r.get("matrix"),) * several + (r["family"], r["runner"])
             status = "not run" if _never_reached(r) else r["status"]
+            if status == "error" and r.get("timed_out"):  # a slow machine, not a verdict on vLLM
+                status = "timed out"
             cells[key].setdefault(rel, Counter())[status] += 1
         chose[rel] = Counter(str(a.get("actual")).upper() for a in rep.get("audit", []))
         vut = rep.get("vllm_under_test") or []

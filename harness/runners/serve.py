@@ -25,7 +25,7 @@ import numpy as np
 
 from harness.engine.target import vllm_provenance, vllm_version
 from harness.matrix.evidence import RequestsEvidence, RunEvidence
-from harness.matrix.request import Request
+from harness.matrix.request import Request, tokenize_fields
 from harness.runners import LoadRequest
 from harness.runners.prompt_forms import form_of, paired, token_ids
 from harness.runners.serve_batched import BatchedRequests, Limited
@@ -254,9 +254,9 @@ class ServeRunner(BatchedRequests):
         # the ids vLLM ran, from its /tokenize of the same conversation or text; none when
         # truncated (/tokenize would not cut them) or for pairs and images (no one text)
         text = endpoint.text(it)
-        asked = {**it.conv} if it.conv is not None else {"prompt": text}
+        asked = {**it.conv} if it.conv is not None else {"prompt": text, **tokenize_fields(request)}
         ids = None
-        if not it.trunc and (it.conv is not None or isinstance(text, str)):
+        if not request.truncate and (it.conv is not None or isinstance(text, str)):
             tok = await self._post(client, "/tokenize", {"model": self.model, **asked}, i)
             ids = [int(t) for t in tok["tokens"]]
         if usage is None and not endpoint.raw:  # what the server says it ran, one prompt here

@@ -711,6 +711,22 @@ def test_batched_requests_carry_their_items_and_answers_are_matched_by_index(per
     ]
 
 
+def test_batched_requests_carry_the_requests_values_as_body_fields():
+    """use_activation (a TO_VLLM value) rides on a batched request as on a single one: a batched
+    body of only `model` and `input` would send it to nobody."""
+    bodies: list = []
+    inner = _batched_embed_server()
+
+    async def recording(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/embeddings":
+            bodies.append(json.loads(request.content))
+        return await inner(request)
+
+    runner = _served(recording)
+    runner.run("embed", list(TEXTS), req(items_per_request=6, use_activation=False))
+    assert bodies and all(b["use_activation"] is False for b in bodies)
+
+
 def test_batched_answers_with_mixed_up_indexes_fail():
     mixed = _batched_embed_server(index_of=lambda k, n: n - 1 - k)
     m = _embed_measure(mixed, {"items_per_request": 3, "max_in_flight": 1})

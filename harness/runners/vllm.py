@@ -16,7 +16,7 @@ import numpy as np
 from harness.engine.target import vllm_version
 from harness.matrix.evidence import RequestsEvidence, RunEvidence
 from harness.matrix.request import Request, offline_kwargs
-from harness.runners import LoadRequest, freeze_what_is_alive
+from harness.runners import LoadRequest, RunResult, freeze_what_is_alive
 from harness.runners.prompt_forms import (
     digest,
     form_of,
@@ -161,11 +161,9 @@ class VllmRunner:
         self.variant = variant
         self.llm = None
         self.trace = None
-        self.last_meta: list[dict] = []
         self.req: LoadRequest | None = None
         self.trust = False
         self._hf: dict[str, Any] = {}  # HF tokenizer and model, for token-id and embeds prompts
-        self.last_run: dict = {}
         self.lora = None  # the case's LoRARequest, sent with every request
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
@@ -233,7 +231,7 @@ class VllmRunner:
             },
         }
 
-    def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
+    def run(self, task: str, items: list, request: Request) -> RunResult:
         """The request's run options: shuffle_seed (permute the requests, restore the order
         after), one_by_one (one request per call), warm_prefix_cache (send everything twice, keep
         the second answers); truncate (vLLM's truncate_prompt_tokens: keep this many tokens, -1
@@ -275,9 +273,14 @@ class VllmRunner:
             )
         # per request, in input order: what the engine saw (for the checks' proof of effect)
         traced = self.trace.per_request([meta.get("request_id") for _, meta in answered])
-        self.last_meta = [{**meta, **t} for (_, meta), t in zip(answered, traced)]
-        self.last_run = self.trace.run_info()  # what the engine core did (async scheduling)
-        return [out for out, _ in answered]
+        return RunResult(
+            [out for out, _ in answered],
+            RunEvidence(
+                records=[{**meta, **t} for (_, meta), t in zip(answered, traced)],
+                # what the engine core did (async scheduling)
+                run=RequestsEvidence(**self.trace.run_info()),
+            ),
+        )
 
     def _call(
         self, task: str, items: list, tok: dict, params: dict
@@ -394,11 +397,6 @@ class VllmRunner:
                 trust_remote_code=self.trust,
             ).eval()
         return self._hf["model"]
-
-    def evidence(self) -> RunEvidence:
-        """Per request of the last run (prompt ids, cache hits, scheduler trace), and what the
-        engine core did in it (its batch queue)."""
-        return RunEvidence(records=self.last_meta, run=RequestsEvidence(**self.last_run))
 
     def unload(self) -> None:
         self._hf.clear()

@@ -132,6 +132,10 @@ class RequestOptions(_Strict):
     # itself (an engine setting alone is how tests/integration/data/faults.yaml injects a fault):
     # a case that means it says so with `hf: {use_activation: ...}`
     use_activation: bool | None = None
+    # the tokenizer's special tokens ([CLS]/[SEP], BOS/EOS) added to each text or not (vLLM's
+    # tokenization_kwargs offline, the request field of /v1/embeddings on a server; the reference
+    # is the tokenizer called with add_special_tokens); None: added, everyone's default
+    add_special_tokens: bool | None = None
     # ColBERT query / document markers and query [MASK] expansion (harness.matrix.colbert): the
     # reference builds the ids as the model's published code does, vLLM is sent them as token ids
     colbert: ColbertIds | None = None
@@ -237,6 +241,13 @@ TO_VLLM: dict[str, ToVllm] = {
     ),
     "max_tokens_per_doc": ToVllm(
         "extra_kwargs", "max_tokens_per_doc", "max_tokens_per_doc", declared=True
+    ),
+    "add_special_tokens": ToVllm(
+        "tokenization_kwargs",
+        "add_special_tokens",
+        "add_special_tokens",
+        declared=True,
+        tokenize=True,
     ),
 }
 _SPECIAL = ("serve", "instruction", "prompt_name", "colbert", "chat")

@@ -168,7 +168,7 @@ class ParitySession:
                 self.reports.append(updated)
             report = run_cases(
                 matrix,
-                group,
+                expand_checks(group),
                 run_dir,
                 self.platform,
                 runners=only,

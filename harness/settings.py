@@ -10,9 +10,10 @@ installed, and harness.engine reads its settings here.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 
 class SettingError(ValueError):
@@ -200,14 +201,40 @@ def described() -> list[Described]:
 
 
 _read: tuple[tuple[tuple[str, str], ...], Settings] | None = None
+# settings a command decides for itself, over the environment's (`overriding`), by field name
+_overrides: dict[str, Any] = {}
 
 
 def current() -> Settings:
     """The settings of this process's environment, read once and again only when it changed
-    (a test's monkeypatch, or `parity check`'s own PARITY_ALLOW_ABSOLUTE_PATHS)."""
+    (a test's monkeypatch), with what the running command decided for itself (`overriding`)."""
     global _read
     names = [f.metadata["env"] for f in fields(Settings)]
     seen = tuple((n, os.environ.get(n, "")) for n in names)
     if _read is None or _read[0] != seen:
         _read = (seen, Settings.from_env())
-    return _read[1]
+    return replace(_read[1], **_overrides) if _overrides else _read[1]
+
+
+@contextmanager
+def overriding(**values: Any) -> Iterator[None]:
+    """Settings the running command decides for itself while the block runs (e.g. `parity check`:
+    the checkpoint the user named may live anywhere, allow_absolute_paths), never written into
+    os.environ; the commands it launches get them through `child_environ`."""
+    unknown = sorted(set(values) - {f.name for f in fields(Settings)})
+    if unknown:
+        raise TypeError(f"settings.overriding: no setting {', '.join(unknown)}")
+    before = dict(_overrides)
+    _overrides.update(values)
+    try:
+        yield
+    finally:
+        _overrides.clear()
+        _overrides.update(before)
+
+
+def child_environ() -> dict[str, str]:
+    """The overridden settings as the variables of a child process's environment."""
+    env = {f.name: f.metadata["env"] for f in fields(Settings)}
+    text = {True: "1", False: "0"}
+    return {env[k]: text[v] if isinstance(v, bool) else str(v) for k, v in _overrides.items()}

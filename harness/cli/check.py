@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from harness.cli.launch import launch, resolve, with_vllm
 from harness.cli.parser import build_parser
 from harness.cli.run import cmd_run
 from harness.run.matrices import load_matrix
+from harness.settings import overriding
 
 # the runners a deployer gets: V1, V2, the one vLLM picks itself, and that one behind `vllm serve`
 DEFAULT_RUNNERS = ["vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-auto"]
@@ -50,7 +50,7 @@ def _run_dir(args: argparse.Namespace, slug: str) -> Path:
 def cmd_check(args: argparse.Namespace) -> int:
     """Infer the cases of the user's own checkpoint, write them as a matrix, run it as `parity
     run -m` does. Exit 2 for a checkpoint it cannot read or classify."""
-    from harness.check.cases import build_cases, locate, matrix_text
+    from harness.check.cases import locate
     from harness.check.infer import CheckError, infer
 
     try:
@@ -71,7 +71,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.serve:
         runners += [r for r in ("vllm-serve-v1", "vllm-serve-v2") if r not in runners]
     # the user named the checkpoint and inputs on the command line: they may live anywhere
-    os.environ["PARITY_ALLOW_ABSOLUTE_PATHS"] = "1"
+    with overriding(allow_absolute_paths=True):
+        return _write_and_run(args, inf, model, matrix_path, run_dir, runners)
+
+
+def _write_and_run(args, inf, model, matrix_path: Path, run_dir: Path, runners: list) -> int:
+    """The inferred cases written as a matrix, loaded as `parity run -m` will, then run."""
+    from harness.check.cases import build_cases, matrix_text
+    from harness.check.infer import CheckError
+
     inputs = Path(args.inputs) if args.inputs else None
     try:
         used, cases, notes = build_cases(
@@ -113,11 +121,11 @@ def cmd_check_several(args: argparse.Namespace, argv: list[str]) -> int:
     code = launch_or_here(specs[0], with_vllm(infer_argv, args.vllm[0]), "check")
     if code != 0 or args.no_run:
         return code
-    os.environ["PARITY_ALLOW_ABSOLUTE_PATHS"] = "1"  # the checkpoint may live anywhere
     runs = []
-    for text, spec in zip(args.vllm, specs):
-        run = several.Run(text, spec, folder / several.slug(spec.describe()))
-        runs.append(several.run_one(run, with_vllm(_run_argv(args, matrix, None), text)))
+    with overriding(allow_absolute_paths=True):  # the checkpoint may live anywhere
+        for text, spec in zip(args.vllm, specs):
+            run = several.Run(text, spec, folder / several.slug(spec.describe()))
+            runs.append(several.run_one(run, with_vllm(_run_argv(args, matrix, None), text)))
     drifts = [several.drift(a, b) for a, b in zip(runs, runs[1:])]
     code = several.show(runs, drifts, args.verbose)
     facts = [f"model: {args.model}", f"cases: {matrix}"]

@@ -21,7 +21,7 @@ from harness.engine.target import (
     spec_from_env,
     vllm_provenance,
 )
-from harness.settings import current
+from harness.settings import child_environ, current
 
 # what a command needs in its environment besides the harness and vLLM (pyproject extras)
 EXTRAS = {"mteb": ("mteb",)}
@@ -74,7 +74,7 @@ def _environment(spec: EngineSpec, extras: tuple[str, ...] = ()) -> EngineEnv:
 def child_env(spec: EngineSpec, env: EngineEnv) -> dict[str, str]:
     """The environment of a command launched in `env`: its Python first, the overlay and the
     harness on PYTHONPATH, the spec it runs, and on a GPU host a CPU build kept on the CPU."""
-    full = env.env()
+    full = {**env.env(), **child_environ()}  # with what this command decided for itself
     full[IN_ENGINE_ENV] = spec.describe()
     if spec.backend == "cpu" and driver_present() and not current().device:
         full["PARITY_DEVICE"] = "cpu"  # the user asked for vLLM's CPU build on a GPU host

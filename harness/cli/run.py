@@ -136,12 +136,12 @@ def check_model_files(matrix, cases) -> None:
 
 
 def _rows_total(cases, args, platform: Platform) -> int:
-    """How many results the run will produce (the progress bar's total)."""
-    from harness.matrix.checks import expand_checks
+    """How many results the run will produce (the progress bar's total), from the cases with
+    their checks expanded."""
     from harness.run.plan import needs_fp32_reference
 
     wanted = lambda r: not args.runners or r in args.runners or runner_info(r).is_reference  # noqa: E731
-    total = sum(len([r for r in c.runners if wanted(r)]) for c in expand_checks(cases))
+    total = sum(len([r for r in c.runners if wanted(r)]) for c in cases)
     # half precision: HF also runs in float32 for each case with calibrated bounds
     return total + sum(
         1
@@ -153,6 +153,7 @@ def _rows_total(cases, args, platform: Platform) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.engine.target import unsupported_here
+    from harness.matrix.checks import expand_checks
     from harness.run.execute import Timeouts
     from harness.run.session import run_cases
 
@@ -186,6 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(refused)
     platform = Platform(device(args.device), in_process_engine=not args.naive)
     run_dir = Path(args.out or f"runs/{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
+    cases = expand_checks(cases, seed=args.shuffle_seed)  # one derived case per check, once
     with progress_reporter(err, "parity", _rows_total(cases, args, platform)) as progress:
         report = run_cases(
             matrix,
@@ -199,7 +201,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress=progress,
             against=args.against,
             golden_dir=Path(args.golden_dir),
-            shuffle_seed=args.shuffle_seed,
             naive=args.naive,
         )
     report.shard, report.selection = (args.shard if args.shard else None), selection

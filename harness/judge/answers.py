@@ -8,16 +8,17 @@ from __future__ import annotations
 import numpy as np
 
 from harness.judge.metrics import ranks_as_reference, slack
+from harness.matrix.evidence import RequestRecord
 from harness.matrix.inputs import query_groups
 from harness.matrix.schema import Tolerance
 
 
 def rerank_problem(
-    tolerance: Tolerance, ref: list[np.ndarray], items: tuple, metas: list[dict] | None
+    tolerance: Tolerance, ref: list[np.ndarray], items: tuple, metas: list[RequestRecord] | None
 ) -> tuple[str | None, str]:
-    """(problem, note) for the /rerank answers recorded per item (`meta["rerank"]`, from
+    """(problem, note) for the /rerank answers recorded per item (RequestRecord.rerank, from
     harness.runners.serve.match_rerank); ("", "") when the runner did not rerank."""
-    reranks = [(m or {}).get("rerank") for m in (metas or [])]
+    reranks = [m.rerank for m in (metas or [])]
     if not any(reranks):
         return None, ""
     r = np.array([float(np.asarray(x).reshape(-1)[0]) for x in ref])
@@ -28,7 +29,7 @@ def rerank_problem(
         got = {j: reranks[j] for j in idx if j < len(reranks) and reranks[j] is not None}
         if len(got) != len(idx):
             return f"{head}: no rerank answer for item(s) {sorted(set(idx) - set(got))}", ""
-        wrong_doc = [j for j in idx if not got[j]["document_matches"]]
+        wrong_doc = [j for j in idx if not got[j].document_matches]
         if wrong_doc:
             return (
                 f"{head}: the result for item(s) {wrong_doc} carries another document's text "
@@ -36,20 +37,18 @@ def rerank_problem(
                 "",
             )
         expected = sorted(idx, key=lambda j: -r[j])
-        order = sorted(idx, key=lambda j: got[j]["rank"])
+        order = sorted(idx, key=lambda j: got[j].rank)
         if not ranks_as_reference(order, r, tolerance):
             return (
                 f"{head}: the server ranks items {order}, the reference's scores rank them "
                 f"{expected} (reference scores {[round(float(r[j]), 6) for j in order]} in the "
                 f"server's order)"
             ), ""
-        top_n = got[idx[0]].get("top_n")
+        top_n = got[idx[0]].top_n
         if top_n is None:
             continue
         want = min(top_n, len(idx))
-        top = sorted(
-            (j for j in idx if got[j]["top_rank"] is not None), key=lambda j: got[j]["top_rank"]
-        )
+        top = sorted((j for j in idx if got[j].top_rank is not None), key=lambda j: got[j].top_rank)
         if len(top) != want:
             return (
                 f"{head}: top_n={top_n} returned {len(top)} documents for {len(idx)}, "
@@ -67,10 +66,10 @@ def rerank_problem(
                 "",
             )
         for j in top:
-            diff = abs(got[j]["top_score"] - r[j])
+            diff = abs(got[j].top_score - r[j])
             if diff > slack(tolerance, r[j]):
                 return (
-                    f"{head}: top_n={top_n} scores item {j} {got[j]['top_score']:.7g}, "
+                    f"{head}: top_n={top_n} scores item {j} {got[j].top_score:.7g}, "
                     f"the reference "
                     f"{r[j]:.7g} (|diff| {diff:.3g} beyond the case's tolerance)"
                 ), ""
@@ -79,7 +78,7 @@ def rerank_problem(
 
 
 def usage_problem(
-    ref_ids: list | None, metas: list[dict] | None, items: tuple
+    ref_ids: list | None, metas: list[RequestRecord] | None, items: tuple
 ) -> tuple[str | None, str]:
     """(problem, note): each answer's `usage.prompt_tokens` against the number of tokens the
     reference tokenized for its items (one item a request; a /rerank answer covers its query
@@ -112,19 +111,18 @@ def usage_problem(
     )
 
 
-def usage_units(metas: list[dict] | None) -> list[tuple[str, list[int], int]]:
+def usage_units(metas: list[RequestRecord] | None) -> list[tuple[str, list[int], int]]:
     """(what, its item indices, usage.prompt_tokens) per answer that reported usage."""
     units, groups, batches = [], {}, {}
     for i, m in enumerate(metas or []):
-        m = m or {}
-        if m.get("usage_prompt_tokens") is not None:
-            units.append((f"item {i}", [i], int(m["usage_prompt_tokens"])))
-        rerank = m.get("rerank") or {}
-        if rerank.get("prompt_tokens") is not None:
-            groups.setdefault(rerank["group"], (int(rerank["prompt_tokens"]), []))[1].append(i)
-        batch = m.get("batch") or {}  # several items in one request (items_per_request)
-        if batch.get("prompt_tokens") is not None:
-            batches.setdefault(batch["request"], (int(batch["prompt_tokens"]), []))[1].append(i)
+        if m.usage_prompt_tokens is not None:
+            units.append((f"item {i}", [i], int(m.usage_prompt_tokens)))
+        rerank = m.rerank
+        if rerank is not None and rerank.prompt_tokens is not None:
+            groups.setdefault(rerank.group, (int(rerank.prompt_tokens), []))[1].append(i)
+        batch = m.batch  # several items in one request (items_per_request)
+        if batch is not None and batch.prompt_tokens is not None:
+            batches.setdefault(batch.request, (int(batch.prompt_tokens), []))[1].append(i)
     return (
         units
         + [

@@ -9,6 +9,7 @@ from harness.judge.answers import rerank_problem, usage_problem, usage_units
 from harness.judge.metrics import DEGENERATE_SPREAD, METRICS, MTEB_BOUNDS, NOISE_FLOORED, f64
 from harness.judge.side import Side
 from harness.judge.verdict import Measurement, Metric, Verdict, judge
+from harness.matrix.evidence import RequestRecord
 from harness.matrix.inputs import distinct_inputs
 from harness.matrix.schema import Case, Tolerance
 
@@ -166,7 +167,7 @@ def differing_positions(ref_ids: list | None, got_ids: list | None) -> tuple[int
 
 
 def form_problem(
-    forms: list[str] | None, got_meta: list[dict] | None, ref_meta: list[dict] | None
+    forms: list[str] | None, got_meta: list | None, ref_meta: list | None
 ) -> tuple[str | None, str]:
     """(problem, note): each item reached the model in its prompt form (`forms`, from the case),
     read from what the engine was handed (harness.runners.engine_trace: text, bare token ids, or
@@ -176,6 +177,8 @@ def form_problem(
     left no evidence, fails: a form that is not proven proves nothing."""
     if not forms:
         return None, ""
+    got_meta = RequestRecord.read_all(got_meta) if got_meta is not None else None
+    ref_meta = RequestRecord.read_all(ref_meta) if ref_meta else None
     if got_meta is None or len(got_meta) != len(forms):
         have = "none" if got_meta is None else f"{len(got_meta)} items"
         return (
@@ -184,10 +187,10 @@ def form_problem(
         ), ""
     same_as_ref, by_request, ref_has = 0, 0, 0
     for i, (want, m) in enumerate(zip(forms, got_meta)):
-        handed = m.get("engine_input")
-        if handed is None and m.get("request_input") is not None:
+        handed = m.engine_input
+        if handed is None and m.request_input is not None:
             # a server: its engine is out of reach; the request body is what a user sends
-            handed, by_request = m["request_input"], by_request + 1
+            handed, by_request = m.request_input, by_request + 1
         if handed is None:
             return (
                 f"prompt form not proven at item {i}: no record of what the engine was handed "
@@ -197,16 +200,16 @@ def form_problem(
             return f"item {i} was to reach the model as {want}; the engine was handed {handed}", ""
         if want != "embeds":
             continue
-        sha, made = m.get("engine_embeds_sha256"), m.get("embeds_sha256")
+        sha, made = m.engine_embeds_sha256, m.embeds_sha256
         if sha is None or sha != made:
             return (
                 f"item {i}: the engine received other prompt embeddings ({str(sha)[:12]}) than "
                 f"the runner made ({str(made)[:12]})"
             ), ""
-        rows, ids = (m.get("engine_embeds_shape") or [None])[0], m.get("prompt_token_ids")
+        rows, ids = (m.engine_embeds_shape or [None])[0], m.prompt_token_ids
         if rows is not None and ids is not None and rows != len(ids):
             return f"item {i}: {rows} embedding rows for {len(ids)} token ids", ""
-        theirs = (ref_meta[i] if ref_meta and i < len(ref_meta) else {}).get("embeds_sha256")
+        theirs = ref_meta[i].embeds_sha256 if ref_meta and i < len(ref_meta) else None
         if theirs is not None:
             ref_has += 1
             if theirs != sha:
@@ -291,9 +294,9 @@ def recorded_checks(
     items: tuple,
     ref_ids: list | None,
     got_ids: list | None,
-    got_meta: list[dict] | None,
+    got_meta: list[RequestRecord] | None,
     forms: list[str] | None = None,
-    ref_meta: list[dict] | None = None,
+    ref_meta: list[RequestRecord] | None = None,
 ) -> Measurement:
     """The checks of what each side recorded per item besides its outputs: prompt token ids
     (token_problem), a server's usage.prompt_tokens and /rerank answers (harness.judge.answers).
@@ -445,9 +448,9 @@ def compare(
     *,
     ref_ids: list | None = None,
     got_ids: list | None = None,
-    got_meta: list[dict] | None = None,
+    got_meta: list[RequestRecord] | None = None,
     forms: list[str] | None = None,
-    ref_meta: list[dict] | None = None,
+    ref_meta: list[RequestRecord] | None = None,
 ) -> Verdict:
     """measure, then judge: the same checks as every other path, given the same evidence."""
     m = measure(

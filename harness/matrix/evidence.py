@@ -91,3 +91,72 @@ class RunEvidence(_Evidence):
 
     records: list[dict[str, Any]] = Field(default_factory=list)
     run: RequestsEvidence = Field(default_factory=RequestsEvidence)
+
+
+class RerankAnswer(_Evidence):
+    """What a server's /rerank said of one document (harness.runners.serve_decode.match_rerank):
+    its query group, its rank among the group's documents, whether the result carried its own
+    text; with top_n, its rank in the shortened answer (None: left out)."""
+
+    group: int
+    rank: int
+    document_matches: bool
+    prompt_tokens: int | None = None  # the whole group's request
+    top_n: int | None = None
+    top_rank: int | None = None
+    top_score: float | None = None
+
+
+class BatchShare(_Evidence):
+    """An item's share of a request that carried several (items_per_request)."""
+
+    request: int
+    items: int
+    prompt_tokens: int | None = None  # the request's, all its items'
+
+
+class RequestRecord(_Evidence):
+    """What a runner recorded of one item's request, beside its output (`<out>.requests.json`,
+    a golden's token ids): the checks read these fields; a key no field declares is refused when
+    the record is read, never ignored."""
+
+    request_id: str | None = None
+    prompt_token_ids: list[int] | None = None  # the ids the model ran (a golden's: recorded)
+    num_cached_tokens: int | None = None  # prompt tokens read from the prefix cache
+    engine_prompt_token_ids: list[int] | None = None  # prompt embeddings: vLLM's placeholders
+    # prompt forms (harness.matrix.prompt_forms): what the runner sent, and what the engine
+    # was handed (harness.runners.engine_trace), embeddings by their digest and shape
+    sent_as: str | None = None
+    request_input: str | None = None  # a server: the form of the request body's input
+    embeds_sha256: str | None = None
+    engine_input: str | None = None
+    engine_embeds_shape: list[int] | None = None
+    engine_embeds_sha256: str | None = None
+    # vLLM's scheduler (engine_trace.per_request): arrival rank, [step, tokens, batch] per step
+    engine_arrival: int | None = None
+    scheduled: list[list[int]] | None = None
+    refused: str | None = None  # an expected refusal: the error the item got (None: answered)
+    # a server's client and answer
+    in_flight: int | None = None
+    server_restarts: int | None = None
+    usage_prompt_tokens: int | None = None
+    rerank: RerankAnswer | None = None
+    batch: BatchShare | None = None
+
+    @classmethod
+    def read_all(cls, data: list, where: str = "requests") -> list[RequestRecord]:
+        """Records from their JSON objects (records stay as they are); a key no field declares
+        is an error naming it and the item."""
+        out = []
+        for i, m in enumerate(data):
+            if isinstance(m, cls):
+                out.append(m)
+                continue
+            try:
+                out.append(cls.model_validate(m or {}))
+            except ValidationError as e:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()
+                )
+                raise ValueError(f"{where} item {i}: not a request record ({problems})") from None
+        return out

@@ -5,6 +5,7 @@ processes: no matrix schema, no yaml here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -131,6 +132,10 @@ class RequestOptions(_Strict):
     # itself (an engine setting alone is how tests/integration/data/faults.yaml injects a fault):
     # a case that means it says so with `hf: {use_activation: ...}`
     use_activation: bool | None = None
+    # the tokenizer's special tokens ([CLS]/[SEP], BOS/EOS) added to each text or not (vLLM's
+    # tokenization_kwargs offline, the request field of /v1/embeddings on a server; the reference
+    # is the tokenizer called with add_special_tokens); None: added, everyone's default
+    add_special_tokens: bool | None = None
     # ColBERT query / document markers and query [MASK] expansion (harness.matrix.colbert): the
     # reference builds the ids as the model's published code does, vLLM is sent them as token ids
     colbert: ColbertIds | None = None
@@ -195,18 +200,114 @@ class Request(RequestOptions):
         return self.model_dump(mode="json", exclude_defaults=True)
 
 
+@dataclass(frozen=True)
+class ToVllm:
+    """How one request field reaches vLLM, read by every vLLM runner alike (harness.runners.vllm
+    offline, harness.runners.serve_endpoints and serve_batched on a server) and by the repro
+    export. `offline`: where LLM takes it (a PoolingParams field, a tokenization_kwargs key, a
+    PoolingParams.extra_kwargs key), `key` its name there; None: the offline runner refuses it.
+    `served`: the field of the server's request body; None: the server runners refuse it.
+    `needs`: sent only when that other field is set too. `declared`: only the reference recipes
+    that declare it (harness.runners.hf.recipe(honours=...)) may run a case that sets it.
+    `tokenize`: it shapes the prompt's token ids, so the server runners send it to /tokenize too
+    when they ask for the ids the server ran."""
+
+    offline: Literal["pooling_params", "tokenization_kwargs", "extra_kwargs"] | None
+    key: str
+    served: str | None
+    needs: str | None = None
+    declared: bool = False
+    tokenize: bool = False
+
+
+# Every request field that travels to vLLM as a value, by name. Fields not named here travel as
+# code of each runner, since they change what is sent rather than adding a value to it:
+# `instruction` and `prompt_name` (a prefix; /v2/embed), `colbert` (token ids), `chat`
+# (messages), `serve` (the server runners' own).
+TO_VLLM: dict[str, ToVllm] = {
+    # vLLM's truncate_prompt_tokens: N tokens, or -1 for max_model_len
+    "truncate": ToVllm("tokenization_kwargs", "truncate_prompt_tokens", "truncate_prompt_tokens"),
+    "truncation_side": ToVllm(
+        "tokenization_kwargs", "truncation_side", "truncation_side", "truncate", declared=True
+    ),
+    # vLLM pads to max_model_len, after any truncation; the server runners do not send it
+    "padding": ToVllm("tokenization_kwargs", "padding", None, declared=True),
+    "dimensions": ToVllm("pooling_params", "dimensions", "dimensions"),
+    "use_activation": ToVllm("pooling_params", "use_activation", "use_activation", declared=True),
+    # vLLM 0.32's scoring io_processor reads them from PoolingParams.extra_kwargs
+    # (entrypoints/pooling/scoring/io_processor.py, `_get_token_limits`)
+    "max_tokens_per_query": ToVllm(
+        "extra_kwargs", "max_tokens_per_query", "max_tokens_per_query", declared=True
+    ),
+    "max_tokens_per_doc": ToVllm(
+        "extra_kwargs", "max_tokens_per_doc", "max_tokens_per_doc", declared=True
+    ),
+    "add_special_tokens": ToVllm(
+        "tokenization_kwargs",
+        "add_special_tokens",
+        "add_special_tokens",
+        declared=True,
+        tokenize=True,
+    ),
+}
+_SPECIAL = ("serve", "instruction", "prompt_name", "colbert", "chat")
+if set(TO_VLLM) | set(_SPECIAL) != set(RequestOptions.model_fields):
+    raise TypeError(  # a new request field says how it reaches vLLM, or is a special case
+        "harness.matrix.request.TO_VLLM: every request field but "
+        f"{', '.join(_SPECIAL)} needs its row; missing: "
+        f"{sorted(set(RequestOptions.model_fields) - set(TO_VLLM) - set(_SPECIAL))}"
+    )
+
 # Request fields only some reference recipes implement: each recipe declares the ones it honours
 # (harness.runners.hf.recipe(honours=...)); one set on a recipe that does not is refused, when
 # the matrix loads (harness.matrix.schema) and again in the worker, never silently ignored.
 DECLARED_FIELDS = (
-    "truncation_side",
-    "padding",
+    *(name for name, to in TO_VLLM.items() if to.declared),
     "prompt_name",
     "instruction",
-    "use_activation",
-    "max_tokens_per_query",
-    "max_tokens_per_doc",
 )
+
+
+def _sent(request: RequestOptions) -> list[tuple[str, ToVllm, Any]]:
+    """The TO_VLLM fields this request sets (and whose `needs` it sets), with their values."""
+    out = []
+    for name, to in TO_VLLM.items():
+        value = getattr(request, name)
+        if value is not None and (to.needs is None or getattr(request, to.needs) is not None):
+            out.append((name, to, value))
+    return out
+
+
+def offline_kwargs(request: RequestOptions) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(tokenization_kwargs, PoolingParams kwargs, with `extra_kwargs` inside when any) of the
+    request for vLLM's offline LLM; a field the offline runner does not send is refused."""
+    tok: dict[str, Any] = {}
+    params: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    where = {"tokenization_kwargs": tok, "pooling_params": params, "extra_kwargs": extra}
+    for name, to, value in _sent(request):
+        if to.offline is None:
+            raise ValueError(f"the offline vLLM runners do not send a request's {name}")
+        where[to.offline][to.key] = value
+    if extra:
+        params["extra_kwargs"] = extra
+    return tok, params
+
+
+def served_fields(request: RequestOptions) -> dict[str, Any]:
+    """The request body fields of the request's values on vLLM's server (every endpoint takes
+    them beside its own); a field the server runners do not send is refused."""
+    body: dict[str, Any] = {}
+    for name, to, value in _sent(request):
+        if to.served is None:
+            raise ValueError(f"the vllm-serve runner does not implement a case's {name}")
+        body[to.served] = value
+    return body
+
+
+def tokenize_fields(request: RequestOptions) -> dict[str, Any]:
+    """The served fields that shape the token ids, for the server's /tokenize of the same text."""
+    return {to.served: v for _, to, v in _sent(request) if to.tokenize and to.served}
 
 
 def unhonoured(request: Request, recipe: str, honours: Mapping[str, frozenset[str]]) -> str | None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.matrix.images import image, is_image
 from harness.matrix.inputs import input_set
+from harness.matrix.request import RequestOptions
 from harness.matrix.runner_names import runner_info
 from harness.matrix.schema import Case
 from harness.models.resolve import resolve
@@ -159,16 +160,10 @@ def _item(item: Any, out: Path) -> Any:
     return item
 
 
-REQUEST_FIELDS = (
-    "truncate",
-    "truncation_side",
-    "padding",
-    "dimensions",
-    "prompt_name",
-    "instruction",
-    "use_activation",
-    "max_tokens_per_query",
-    "max_tokens_per_doc",
+# the request options a script is given as values (harness.matrix.request: every field but the
+# server runners' own and the nested ones, which go as their JSON below)
+REQUEST_FIELDS = tuple(
+    name for name in RequestOptions.model_fields if name not in ("serve", "chat", "colbert")
 )
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from harness.matrix.checks import expand_checks
 from harness.matrix.runner_names import runner_info
 from harness.matrix.schema import Case, Matrix
 from harness.report.model import Report
@@ -72,13 +71,21 @@ def run_cases(
     progress: Progress | None = None,
     against: str = "hf",
     golden_dir: Path | None = None,
-    shuffle_seed: int = 0,
     naive: bool = False,
 ) -> Report:
-    """Run cases on their runners and compare each to the reference: HF live, or its golden."""
+    """Run cases on their runners and compare each to the reference: HF live, or its golden.
+    `cases` come with their checks expanded (harness.matrix.checks.expand_checks, with the run's
+    shuffle seed), as the caller counted them; a check whose derived case is missing is refused,
+    never silently left out."""
     against = mode_of(Against, against, "against")
     started, t0 = utc_now(), time.perf_counter()
-    cases = expand_checks(cases, seed=shuffle_seed)
+    derived = {(c.variant_of, c.check) for c in cases if c.variant_of is not None}
+    missing = [f"{c.id}@{n}" for c in cases for n in c.checks if (c.id, n) not in derived]
+    if missing:
+        raise ValueError(
+            f"run_cases: checks not expanded ({', '.join(missing)}): pass "
+            "harness.matrix.checks.expand_checks(cases, seed)"
+        )
     try:
         plan = build_plan(
             cases,

@@ -45,18 +45,30 @@ class LoadRequest:
     lora_dir: str | None = None  # a LoRA adapter on the model: peft's folder (harness.models.lora)
 
 
+@dataclass(frozen=True)
+class RunResult:
+    """What a runner's `run` returns: one output array per input item, in input order, and what
+    that run recorded (harness.matrix.evidence.RunEvidence: one record per request, and the run
+    as a whole), which the worker sums up beside the outputs."""
+
+    outputs: list[np.ndarray]
+    evidence: RunEvidence = field(default_factory=RunEvidence)
+
+
 @runtime_checkable
 class Runner(Protocol):
-    """What every runner does, inside its worker process."""
+    """What every runner does, inside its worker process.
+
+    A runner written against the protocol before RunResult (`run` returning the outputs, the
+    evidence read afterwards from `evidence()`) ports mechanically: `run` returns
+    `RunResult(outputs, evidence)` with the RunEvidence its `evidence()` built, and `evidence()`
+    and the attributes it read (`last_meta`, `last_run`) go."""
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
         """Load a model; return facts for the report (versions, the runner really used, ...)."""
 
-    def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
-        """One output array per input item, in input order, sent as `request` says."""
-
-    def evidence(self) -> RunEvidence:
-        """What the last `run` recorded per request and as a whole (the worker sums it up)."""
+    def run(self, task: str, items: list, request: Request) -> RunResult:
+        """The items sent as `request` says: their outputs and the run's evidence."""
 
     def unload(self) -> None:
         """Free the model, so one worker never holds two."""

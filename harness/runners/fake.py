@@ -21,9 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.matrix.evidence import RunEvidence
 from harness.matrix.request import Request
-from harness.runners import LoadRequest, SkipCase
+from harness.runners import LoadRequest, RunResult, SkipCase
 from harness.runners.serve_decode import ServerTimeout
 
 
@@ -46,7 +45,7 @@ class FakeRunner:
             raise RuntimeError("engine refused: its log says 'was not healthy after 9 s' (fake)")
         return {"actual_runner": self.variant or "fake", "device": req.device, "versions": {}}
 
-    def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
+    def run(self, task: str, items: list, request: Request) -> RunResult:
         # a test may ask one run to misbehave (its request's `hf`), else the load's behaviour
         b = request.hf.get("behaviour", self.opts.get("behaviour", "echo"))
         print(f"fake run: {b}", file=sys.stderr, flush=True)  # tests wait for this line
@@ -77,11 +76,7 @@ class FakeRunner:
             outs[1][0] = np.inf
         if b == "short":
             outs = outs[:-1]
-        return outs
-
-    def evidence(self) -> RunEvidence:
-        """The test double records nothing per request."""
-        return RunEvidence()
+        return RunResult(outs)  # the test double records nothing per request
 
     def unload(self) -> None:
         if self.opts.get("unload_marker"):  # tests: proof that the worker unloaded its model

@@ -25,8 +25,8 @@ import numpy as np
 
 from harness.engine.target import vllm_provenance, vllm_version
 from harness.matrix.evidence import RequestsEvidence, RunEvidence
-from harness.matrix.request import Request
-from harness.runners import LoadRequest
+from harness.matrix.request import Request, tokenize_fields
+from harness.runners import LoadRequest, RunResult
 from harness.runners.prompt_forms import form_of, paired, token_ids
 from harness.runners.serve_batched import BatchedRequests, Limited
 from harness.runners.serve_decode import ServerFailure, same_length
@@ -48,8 +48,6 @@ class ServeRunner(BatchedRequests):
         self.variant = variant
         self.server = ServerProcess()  # start, health, log, restart, stop: serve_process
         self.model = ""
-        self.last_meta: list[dict] = []
-        self.last_run: dict[str, Any] = {}  # run-level evidence (server metrics) for info.requests
         self.transport = (
             None  # an httpx transport for the requests; None: the network (tests pass a double)
         )
@@ -94,17 +92,14 @@ class ServeRunner(BatchedRequests):
             "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
         }
 
-    def evidence(self) -> RunEvidence:
-        """Per request of the last run (the server's answer, in flight, restarts), and the
-        server's own metrics and the batching that ran."""
-        return RunEvidence(records=self.last_meta, run=RequestsEvidence(**self.last_run))
-
     def unload(self) -> None:
         self.server.stop()
 
     # --- requests ----------------------------------------------------------------------------
 
-    def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
+    def run(self, task: str, items: list, request: Request) -> RunResult:
+        """The outputs, and per request the server's answer (in flight, restarts) with the
+        server's own metrics and the batching that ran."""
         self.server.new_case()
         try:
             return self._run(task, items, request)
@@ -114,7 +109,7 @@ class ServeRunner(BatchedRequests):
                 f"{e}\n--- server log tail ---\n{log_tail(log) if log else ''}"
             ) from None
 
-    def _run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
+    def _run(self, task: str, items: list, request: Request) -> RunResult:
         from harness.runners.options import run_expecting_refusal, run_with_options
 
         if request.instruction:  # GritLM-style: the server finds it in the token ids
@@ -160,10 +155,10 @@ class ServeRunner(BatchedRequests):
                 Request(shuffle_seed=request.shuffle_seed, one_by_one=request.one_by_one),
             )
         after = asyncio.run(self._metrics(request))
-        self.last_run = {"server_metrics": metrics_delta(before, after)}
+        run: dict[str, Any] = {"server_metrics": metrics_delta(before, after)}
         if per_request != 1 and task in BATCHED:  # the batching that ran, in both sides' words
             path = BATCHED[task][0]
-            self.last_run["batching"] = {
+            run["batching"] = {
                 "endpoint": path,
                 "items_per_request": list(self._batches),  # as the harness sent them
                 "http_requests": len(self._batches),
@@ -172,8 +167,10 @@ class ServeRunner(BatchedRequests):
                 ),  # as the server logged them
             }
         # a case that ran on a server restarted after an earlier one died says so (info.requests)
-        self.last_meta = [{**meta, "server_restarts": self.server.restarts} for _, meta in answered]
-        return [out for out, _ in answered]
+        records = [{**meta, "server_restarts": self.server.restarts} for _, meta in answered]
+        return RunResult(
+            [out for out, _ in answered], RunEvidence(records=records, run=RequestsEvidence(**run))
+        )
 
     async def _metrics(self, request: Request) -> dict[str, float] | str:
         """The server's own counters (/metrics, Prometheus text), summed over labels; or why not."""
@@ -254,9 +251,9 @@ class ServeRunner(BatchedRequests):
         # the ids vLLM ran, from its /tokenize of the same conversation or text; none when
         # truncated (/tokenize would not cut them) or for pairs and images (no one text)
         text = endpoint.text(it)
-        asked = {**it.conv} if it.conv is not None else {"prompt": text}
+        asked = {**it.conv} if it.conv is not None else {"prompt": text, **tokenize_fields(request)}
         ids = None
-        if not it.trunc and (it.conv is not None or isinstance(text, str)):
+        if not request.truncate and (it.conv is not None or isinstance(text, str)):
             tok = await self._post(client, "/tokenize", {"model": self.model, **asked}, i)
             ids = [int(t) for t in tok["tokens"]]
         if usage is None and not endpoint.raw:  # what the server says it ran, one prompt here

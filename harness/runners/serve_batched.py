@@ -10,7 +10,7 @@ import asyncio
 
 import numpy as np
 
-from harness.matrix.request import Request
+from harness.matrix.request import Request, served_fields, tokenize_fields
 from harness.runners.prompt_forms import form_of, token_ids
 from harness.runners.serve_decode import match_by_index, match_rerank
 from harness.runners.serve_endpoints import BATCHED
@@ -74,13 +74,13 @@ class BatchedRequests:
             if one and len(set(queries)) != 1:
                 raise ValueError(f"{what}: a 1:N /score request needs one query")
             body = {"text_1": queries[0] if one else queries, "text_2": docs}
-            body = {"model": self.model, **body, **request.text_caps()}
+            body = {"model": self.model, **body, **served_fields(request)}
             inputs, sent = [None] * len(chunk), [{}] * len(chunk)  # pairs: no /tokenize
         else:
             inputs, sent = self._batch_inputs(chunk)
-            body = {"model": self.model, "input": inputs}
+            body = {"model": self.model, "input": inputs, **served_fields(request)}
         ans = await self._post(client, path, body, what)
-        return await self._batch_answers(client, task, r, chunk, ans, inputs, sent)
+        return await self._batch_answers(client, task, r, chunk, ans, inputs, sent, request)
 
     def _batch_inputs(self, chunk: list) -> tuple[list, list[dict]]:
         """A chunk's items as a list `input` (texts, or the HF tokenizer's ids), and per item
@@ -100,7 +100,7 @@ class BatchedRequests:
                 raise ValueError(f"the vllm-serve runner sends text and token ids, not {form!r}")
         return inputs, sent
 
-    async def _batch_answers(self, client, task, r, chunk, ans, inputs, sent):
+    async def _batch_answers(self, client, task, r, chunk, ans, inputs, sent, request):
         path, key = BATCHED[task]
         what = f"request {r} (items {[i for i, _ in chunk]})"
         entries = match_by_index(ans, len(chunk), f"{path} {what}")
@@ -109,9 +109,8 @@ class BatchedRequests:
         for (i, _), entry, extra, text in zip(chunk, entries, sent, inputs):
             ids = None
             if isinstance(text, str):
-                tok = await self._post(
-                    client, "/tokenize", {"model": self.model, "prompt": text}, i
-                )
+                asked = {"model": self.model, "prompt": text, **tokenize_fields(request)}
+                tok = await self._post(client, "/tokenize", asked, i)
                 ids = [int(t) for t in tok["tokens"]]
             meta = {
                 "prompt_token_ids": ids,

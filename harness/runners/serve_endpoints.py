@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from harness.matrix.request import Request
+from harness.matrix.request import Request, served_fields
 from harness.runners.prompt_forms import st_prompt
 from harness.runners.serve_decode import ServerFailure, decode_base64, decode_bytes
 
@@ -36,23 +36,15 @@ class Item:
     item: Any  # a text, [[token ids]] or a (query, document) pair
     model: str
     request: Request
-    trunc: dict[str, Any] = field(default_factory=dict)  # truncate_prompt_tokens (+ side)
-    base: dict[str, Any] = field(default_factory=dict)  # model, truncation, use_activation
-    dims: dict[str, Any] = field(default_factory=dict)  # dimensions (embed)
+    # model and the request's values as body fields (harness.matrix.request.served_fields)
+    base: dict[str, Any] = field(default_factory=dict)
     conv: dict[str, Any] | None = None  # chat: messages and the template's options
 
 
 def item_request(task: str, i: int, item: Any, model: str, request: Request) -> Item:
-    """The shared fields of one item's request (use_activation absent: the server's default)."""
-    if request.padding:
-        raise ValueError("the vllm-serve runner does not implement a case's padding")
-    trunc: dict[str, Any] = {"truncate_prompt_tokens": request.truncate} if request.truncate else {}
-    if trunc and request.truncation_side:
-        trunc["truncation_side"] = request.truncation_side
-    act = request.use_activation
-    base = {"model": model, **trunc, **({"use_activation": act} if act is not None else {})}
-    dims = {"dimensions": request.dimensions} if request.dimensions else {}
-    return Item(task, i, item, model, request, trunc, base, dims, _conversation(item, request))
+    """The shared fields of one item's request (a field not set: the server's default)."""
+    base = {"model": model, **served_fields(request)}
+    return Item(task, i, item, model, request, base, _conversation(item, request))
 
 
 def _conversation(item: Any, request: Request) -> dict[str, Any] | None:
@@ -108,7 +100,7 @@ def _encoding(it: Item) -> tuple[str, str, str]:
 def _embeddings_body(it: Item) -> dict:
     fmt, dtype, order = _encoding(it)
     named = {"embed_dtype": dtype, "endianness": order} if fmt != "float" else {}
-    return {**it.base, **it.dims, "input": it.item, "encoding_format": fmt, **named}
+    return {**it.base, "input": it.item, "encoding_format": fmt, **named}
 
 
 def _bytes(r, it: Item) -> tuple[np.ndarray, int | None]:
@@ -136,17 +128,17 @@ def _prompted(it: Item) -> str:
 
 ENDPOINTS: dict[str, Endpoint] = {
     "chat-pooling": Endpoint(
-        "/pooling", lambda it: {**it.base, **it.dims, **it.conv, "task": it.task}, _data("data")
+        "/pooling", lambda it: {**it.base, **it.conv, "task": it.task}, _data("data")
     ),
     "chat-embed": Endpoint(
         "/v1/embeddings",
-        lambda it: {**it.base, **it.dims, **it.conv, "encoding_format": "float"},
+        lambda it: {**it.base, **it.conv, "encoding_format": "float"},
         _data("embedding"),
     ),
     "chat-classify": Endpoint("/classify", lambda it: {**it.base, **it.conv}, _data("probs")),
     "pooling": Endpoint(
         "/pooling",
-        lambda it: {**it.base, **it.dims, "input": it.item, "task": it.task},
+        lambda it: {**it.base, "input": it.item, "task": it.task},
         _data("data"),
     ),
     # vLLM's Cohere-style /v2/embed: `input_type` names a prompt of the model's
@@ -158,7 +150,7 @@ ENDPOINTS: dict[str, Endpoint] = {
             "texts": [it.item],
             "input_type": str(it.request.prompt_name),
             "embedding_types": ["float"],
-            **({"output_dimension": it.dims["dimensions"]} if it.dims else {}),
+            **({"output_dimension": d} if (d := it.request.dimensions) else {}),
         },
         _v2_embed,
         text=_prompted,
@@ -168,12 +160,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "classify": Endpoint("/classify", lambda it: {**it.base, "input": it.item}, _data("probs")),
     "score": Endpoint(
         "/score",
-        lambda it: {
-            **it.base,
-            **it.request.text_caps(),
-            "text_1": it.item[0],
-            "text_2": it.item[1],
-        },
+        lambda it: {**it.base, "text_1": it.item[0], "text_2": it.item[1]},
         _data("score", wrap=True),
     ),
     "token": Endpoint(
@@ -195,9 +182,11 @@ def route(it: Item, form: str) -> Endpoint:
     if task in ("embed", "classify") and api == "pooling":
         return ENDPOINTS["pooling"]
     if task == "embed" and request.prompt_name:
-        if it.trunc or request.use_activation is not None or form != "text" or fmt != "float":
+        others = sorted(set(it.base) - {"model", "dimensions"})  # /v2/embed takes none of them
+        if others or form != "text" or fmt != "float":
             raise ValueError(
-                "prompt_name is sent through /v2/embed: text, float, no truncate, no use_activation"
+                "prompt_name is sent through /v2/embed: text, float, no "
+                + (", ".join(others) or "other request field")
             )
         return ENDPOINTS["embed-prompt"]
     if task == "embed":

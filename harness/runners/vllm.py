@@ -15,8 +15,8 @@ import numpy as np
 
 from harness.engine.target import vllm_version
 from harness.matrix.evidence import RequestsEvidence, RunEvidence
-from harness.matrix.request import Request
-from harness.runners import LoadRequest, freeze_what_is_alive
+from harness.matrix.request import Request, offline_kwargs
+from harness.runners import LoadRequest, RunResult, freeze_what_is_alive
 from harness.runners.prompt_forms import (
     digest,
     form_of,
@@ -161,11 +161,9 @@ class VllmRunner:
         self.variant = variant
         self.llm = None
         self.trace = None
-        self.last_meta: list[dict] = []
         self.req: LoadRequest | None = None
         self.trust = False
         self._hf: dict[str, Any] = {}  # HF tokenizer and model, for token-id and embeds prompts
-        self.last_run: dict = {}
         self.lora = None  # the case's LoRARequest, sent with every request
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
@@ -233,7 +231,7 @@ class VllmRunner:
             },
         }
 
-    def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
+    def run(self, task: str, items: list, request: Request) -> RunResult:
         """The request's run options: shuffle_seed (permute the requests, restore the order
         after), one_by_one (one request per call), warm_prefix_cache (send everything twice, keep
         the second answers); truncate (vLLM's truncate_prompt_tokens: keep this many tokens, -1
@@ -243,9 +241,7 @@ class VllmRunner:
         assert self.llm is not None, "run before load"
         from harness.runners.options import run_expecting_refusal, run_with_options
 
-        tok = truncation_kwargs(request)
-        dims = request.dimensions
-        act = request.use_activation  # per request (PoolingParams); None: the default
+        tok, params = offline_kwargs(request)  # the request's values (request.TO_VLLM)
         if request.chat is not None:
             raise ValueError(
                 "chat: vLLM 0.32's LLM.embed and LLM.classify take no messages (LLM.chat is for "
@@ -264,47 +260,42 @@ class VllmRunner:
             items = [
                 {"prompt_token_ids": colbert_ids(hf_tok, it, spec, spec["role"])} for it in items
             ]
-        caps = request.text_caps() or None
         self.trace.reset()
         if request.expect_refusal:
             answered = run_expecting_refusal(
-                lambda batch: self._call(task, batch, tok, dims, act, caps), list(items)
+                lambda batch: self._call(task, batch, tok, params), list(items)
             )
         else:
             answered = run_with_options(
-                lambda batch: self._call(task, batch, tok, dims, act, caps),
+                lambda batch: self._call(task, batch, tok, params),
                 paired(list(items), request.prompt_forms),
                 request,
             )
         # per request, in input order: what the engine saw (for the checks' proof of effect)
         traced = self.trace.per_request([meta.get("request_id") for _, meta in answered])
-        self.last_meta = [{**meta, **t} for (_, meta), t in zip(answered, traced)]
-        self.last_run = self.trace.run_info()  # what the engine core did (async scheduling)
-        return [out for out, _ in answered]
+        return RunResult(
+            [out for out, _ in answered],
+            RunEvidence(
+                records=[{**meta, **t} for (_, meta), t in zip(answered, traced)],
+                # what the engine core did (async scheduling)
+                run=RequestsEvidence(**self.trace.run_info()),
+            ),
+        )
 
     def _call(
-        self,
-        task: str,
-        items: list,
-        tok: dict | None,
-        dims: int | None = None,
-        act: bool | None = None,
-        caps: dict[str, int] | None = None,
+        self, task: str, items: list, tok: dict, params: dict
     ) -> list[tuple[np.ndarray, dict]]:
+        """One LLM call: `tok` its tokenization_kwargs, `params` its PoolingParams fields (both
+        from harness.matrix.request.offline_kwargs; none set: vLLM's defaults)."""
         kw: dict[str, Any] = {"use_tqdm": False}
         if self.lora is not None:
             kw["lora_request"] = self.lora
         if tok:
             kw["tokenization_kwargs"] = dict(tok)
-        if dims is not None or act is not None or caps:
-            # dimensions: Matryoshka (embed cases only); use_activation: the post-processing on
-            # or off (the matrix allows it on the tasks that have one); max_tokens_per_query/doc
-            # (score cases only) as the score io_processor reads them, extra_kwargs
+        if params:
             from vllm import PoolingParams
 
-            kw["pooling_params"] = PoolingParams(
-                dimensions=dims, use_activation=act, extra_kwargs=dict(caps) if caps else None
-            )
+            kw["pooling_params"] = PoolingParams(**params)
         if task == "embed":
             prompts, sent = self._prompts(items)
             return [
@@ -407,11 +398,6 @@ class VllmRunner:
             ).eval()
         return self._hf["model"]
 
-    def evidence(self) -> RunEvidence:
-        """Per request of the last run (prompt ids, cache hits, scheduler trace), and what the
-        engine core did in it (its batch queue)."""
-        return RunEvidence(records=self.last_meta, run=RequestsEvidence(**self.last_run))
-
     def unload(self) -> None:
         self._hf.clear()
         self.lora = None
@@ -448,20 +434,6 @@ def lora_engine_kwargs(lora_dir: str) -> dict[str, Any]:
         ranks = []
     rank = next((x for x in ranks if x >= r), r)
     return {"enable_lora": True, "max_loras": 1, "max_lora_rank": rank}
-
-
-def truncation_kwargs(request: Request) -> dict[str, Any] | None:
-    """vLLM's tokenization_kwargs for a case's truncation: `truncate_prompt_tokens` (N, or -1 for
-    max_model_len) and, when the case names one, the request's `truncation_side`; for a case's
-    `padding: max_length`, `padding` (vLLM pads to max_model_len, after any truncation)."""
-    tok: dict[str, Any] = {}
-    if request.truncate:
-        tok["truncate_prompt_tokens"] = request.truncate
-        if request.truncation_side:
-            tok["truncation_side"] = request.truncation_side
-    if request.padding:
-        tok["padding"] = request.padding
-    return tok or None
 
 
 def _meta(output, sent: dict | None = None) -> dict[str, Any]:

@@ -104,10 +104,11 @@ def _run(runner, runner_name: str, msg: dict, t0: float) -> dict:
     """A `run` request: the items through the runner as the case's Request says, the outputs
     saved, and the answer (with the requests' evidence)."""
     request = Request(**msg.get("request", {}))
-    outs = runner.run(msg["task"], msg["items"], request)
+    result = runner.run(msg["task"], msg["items"], request)
+    outs = result.outputs
     run_s = time.perf_counter() - t0
     save_items(msg["out"], outs, {"runner": runner_name, "task": msg["task"]})
-    requests = _requests(runner.evidence(), msg["out"])
+    requests = _requests(result.evidence, msg["out"])
     return {"ok": True, "seconds": run_s, "n": len(outs), "requests": requests}
 
 
@@ -165,7 +166,9 @@ def _mteb(runner, msg: dict) -> dict:
     shuffle = Request(shuffle_seed=msg.get("shuffle_seed"))
 
     def run(task: str, items: list):
-        return run_with_options(lambda b: runner.run(task, b, request), list(items), shuffle)
+        return run_with_options(
+            lambda b: runner.run(task, b, request).outputs, list(items), shuffle
+        )
 
     scores = evaluate(
         run, msg["task"], msg["tasks"], msg["model_name"], msg["revision"], Path(msg["out_dir"])

@@ -55,7 +55,7 @@ def _run_off_device(case, dtype: str = "bfloat16"):
     items = list(input_set(case.inputs).items)[:3]
     mode = OffDevice()
     with mode:
-        outs = runner.run(case.task, items, options)
+        outs = runner.run(case.task, items, options).outputs
     return runner, items, outs, mode
 
 

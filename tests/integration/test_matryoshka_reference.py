@@ -41,7 +41,7 @@ def runner(model_dir):
 @pytest.mark.parametrize("normalize", [False, True])
 def test_the_cut_is_sentence_transformers_truncate_dim(runner, model_dir, normalize):
     options = Request(dimensions=16, hf={"normalize_embeddings": True} if normalize else {})
-    ours = np.stack(runner.run("embed", TEXTS, options))
+    ours = np.stack(runner.run("embed", TEXTS, options).outputs)
     st = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
     theirs = st.encode(
         TEXTS, truncate_dim=16, normalize_embeddings=normalize, convert_to_numpy=True

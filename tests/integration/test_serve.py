@@ -183,16 +183,16 @@ def _server_pids(runner) -> list[int]:
 def test_a_port_already_taken_is_retried_on_another(live_server):
     runner, info, taken, pids = live_server
     assert info["server"]["ports_in_use"] == [taken], info["server"]
-    assert not runner.server.url.endswith(f":{taken}") and runner.run("embed", TEXTS, req())[
-        0
-    ].shape == (64,)
+    assert not runner.server.url.endswith(f":{taken}") and runner.run(
+        "embed", TEXTS, req()
+    ).outputs[0].shape == (64,)
 
 
 def test_a_server_killed_mid_case_errors_that_case_and_the_next_case_restarts_it(live_server):
     from harness.runners.serve_decode import ServerFailure
 
     runner, _, _, pids = live_server
-    before = runner.run("embed", TEXTS, req(max_in_flight=1))
+    before = runner.run("embed", TEXTS, req(max_in_flight=1)).outputs
     killed = _server_pids(runner)
     pids += killed
     runner.transport = _KillServerAfter(5, runner.server.proc.pid)
@@ -202,7 +202,9 @@ def test_a_server_killed_mid_case_errors_that_case_and_the_next_case_restarts_it
     assert "--- server log tail ---" in str(e.value)
     runner.transport = None
     t0 = time.perf_counter()
-    after = runner.run("embed", TEXTS, req())  # the next case: a fresh server, the same answers
+    after = runner.run(
+        "embed", TEXTS, req()
+    ).outputs  # the next case: a fresh server, the same answers
     print(f"restart and case: {time.perf_counter() - t0:.1f} s")
     pids += _server_pids(runner)
     assert runner.server.restarts == 1 and runner.server.proc.pid not in killed

@@ -38,9 +38,10 @@ def _run(texts, scheduler, tmp) -> dict:
     runner = VllmRunner("v1")
     runner.llm = FakeLLM(scheduler)
     runner.trace = attach(runner.llm)
-    out = runner.run("embed", texts, req())
+    result = runner.run("embed", texts, req())
+    out = result.outputs
     assert [float(o[0]) for o in out] == [float(len(t)) for t in texts]  # input order kept
-    return _requests(runner.evidence(), str(tmp / "out"))
+    return _requests(result.evidence, str(tmp / "out"))
 
 
 def test_deep_chunking_counts_the_long_prompts_steps_and_steps_shared_with_short_ones(tmp_path):

@@ -83,9 +83,10 @@ def _run(
     runner = VllmRunner("v1")
     runner.llm = FakeLLM(FakeScheduler(budget, chunked, split_anyway))
     runner.trace = attach(runner.llm)
-    out = runner.run("embed", TEXTS, req(**options))
+    result = runner.run("embed", TEXTS, req(**options))
+    out = result.outputs
     assert [float(o[0]) for o in out] == [float(len(t)) for t in TEXTS]  # answers in input order
-    return _requests(runner.evidence(), str(tmp / "out"))
+    return _requests(result.evidence, str(tmp / "out"))
 
 
 def _reason(
@@ -174,8 +175,8 @@ def test_without_a_trace_of_the_scheduler_the_check_is_not_proven(tmp_path, chec
     runner.llm = FakeLLM(FakeScheduler(16, True))
     # vLLM's MP client has no in-process engine core
     runner.trace = attach(SimpleNamespace(llm_engine=SimpleNamespace(engine_core=object())))
-    runner.run("embed", TEXTS, req(one_by_one=True))
-    requests = _requests(runner.evidence(), str(tmp_path / "out"))
+    evidence = runner.run("embed", TEXTS, req(one_by_one=True)).evidence
+    requests = _requests(evidence, str(tmp_path / "out"))
     effective = CHUNKED if check == "chunked_prefill" else UNCHUNKED
     reason = _reason(check, requests, effective, runner.trace.as_info())
     assert reason.startswith(

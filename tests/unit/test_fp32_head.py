@@ -75,9 +75,11 @@ def test_the_float32_head_is_numpys_float32_head_and_not_the_bfloat16_one(
 ):
     d = _built(tmp_path, arch, seed=2710)
     runner = _hf(d)
-    fp32 = runner.run(task, TEXTS, req(reference=f"{recipe}-fp32-head", use_activation=False))
-    probs = runner.run(task, TEXTS, req(reference=f"{recipe}-fp32-head"))
-    half = runner.run(task, TEXTS, req(reference=recipe, use_activation=False))
+    fp32 = runner.run(
+        task, TEXTS, req(reference=f"{recipe}-fp32-head", use_activation=False)
+    ).outputs
+    probs = runner.run(task, TEXTS, req(reference=f"{recipe}-fp32-head")).outputs
+    half = runner.run(task, TEXTS, req(reference=recipe, use_activation=False)).outputs
     model = runner.auto_model(cls_name)
     dtypes = {p.dtype for p in model.parameters()}
     runner.unload()

@@ -136,7 +136,7 @@ def test_the_gritlm_reference_is_a_bidirectional_mean_without_the_instruction(gr
         )
     runner = _hf_runner(gritlm_dir)
     got = np.stack(
-        runner.run("embed", TEXTS, req(reference="gritlm-embed", instruction=INSTRUCTION))
+        runner.run("embed", TEXTS, req(reference="gritlm-embed", instruction=INSTRUCTION)).outputs
     )
     bidirectional = _independent(gritlm_dir, causal=False)
     causal = _independent(gritlm_dir, causal=True)
@@ -144,7 +144,7 @@ def test_the_gritlm_reference_is_a_bidirectional_mean_without_the_instruction(gr
     # what the mutations do is far outside that: causal attention, or the instruction averaged in
     assert np.abs(got - causal).max() > 1e-2
     with_instruction = np.stack(
-        runner.run("embed", [INSTRUCTION + t for t in TEXTS], req(reference="gritlm-embed"))
+        runner.run("embed", [INSTRUCTION + t for t in TEXTS], req(reference="gritlm-embed")).outputs
     )
     assert np.abs(got - with_instruction).max() > 1e-2
     # the ids the reference ran: its tokenizer over instruction + text, <s> first

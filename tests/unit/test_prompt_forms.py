@@ -181,7 +181,8 @@ def _reference_meta(forms):
 
 
 def _judge(runner, forms):
-    got = runner.run("embed", TEXTS, req(prompt_forms=forms))
+    result = runner.run("embed", TEXTS, req(prompt_forms=forms))
+    got, records = result.outputs, result.evidence.records
     ref_meta = _reference_meta(forms)
     ref = [np.asarray(g, dtype=np.float32) for g in got]  # the numbers agree by construction
     v = compare(
@@ -193,12 +194,12 @@ def _judge(runner, forms):
         got,
         tuple(TEXTS),
         ref_ids=[m["prompt_token_ids"] for m in ref_meta],
-        got_ids=[m["prompt_token_ids"] for m in runner.last_meta],
-        got_meta=runner.last_meta,
+        got_ids=[m["prompt_token_ids"] for m in records],
+        got_meta=records,
         forms=forms,
         ref_meta=ref_meta,
     )
-    return v, runner.last_meta
+    return v, records
 
 
 def test_each_item_reaches_the_engine_in_its_form_and_the_verdict_reads_it():
@@ -237,10 +238,11 @@ def test_embeddings_changed_on_the_way_to_the_engine_fail():
 def test_embeddings_other_than_the_references_fail():
     forms = ["embeds"] * 4
     runner = _runner()
-    got = runner.run("embed", TEXTS, req(prompt_forms=forms))
+    result = runner.run("embed", TEXTS, req(prompt_forms=forms))
+    got = result.outputs
     ref_meta = _reference_meta(forms)
     ref_meta[3]["embeds_sha256"] = "0" * 64
-    problem, _ = form_problem(forms, runner.last_meta, ref_meta)
+    problem, _ = form_problem(forms, result.evidence.records, ref_meta)
     assert "item 3: the runner's prompt embeddings" in problem
     assert len(got) == 4
 
@@ -312,14 +314,18 @@ def test_hf_reference_on_inputs_embeds_equals_hf_on_the_text():
         }
     )
     opts = req(reference="hf-sequence-classification")
-    text = hf.run("classify", TEXTS, opts)
-    text_ids = [m["prompt_token_ids"] for m in hf.last_meta]
+    first = hf.run("classify", TEXTS, opts)
+    text = first.outputs
+    text_ids = [m["prompt_token_ids"] for m in first.evidence.records]
     forms = item_forms("mixed", len(TEXTS))
-    mixed = hf.run("classify", TEXTS, opts.model_copy(update={"prompt_forms": forms}))
-    assert [m["prompt_token_ids"] for m in hf.last_meta] == text_ids
-    assert [m["engine_input"] for m in hf.last_meta] == forms
+    second = hf.run("classify", TEXTS, opts.model_copy(update={"prompt_forms": forms}))
+    mixed = second.outputs
+    assert [m["prompt_token_ids"] for m in second.evidence.records] == text_ids
+    assert [m["engine_input"] for m in second.evidence.records] == forms
     assert max(float(np.abs(a - b).max()) for a, b in zip(text, mixed)) <= 1e-6
-    embeds = hf.run("classify", TEXTS, opts.model_copy(update={"prompt_forms": ["embeds"] * 4}))
+    embeds = hf.run(
+        "classify", TEXTS, opts.model_copy(update={"prompt_forms": ["embeds"] * 4})
+    ).outputs
     assert max(float(np.abs(a - b).max()) for a, b in zip(text, embeds)) <= 1e-6
 
     emb = model.get_input_embeddings()
@@ -364,12 +370,12 @@ def _served_token_ids(send_text: bool = False):
     runner._tokenizers = {"m": FakeTokenizer()}
     forms = ["token_ids"] * len(TEXTS)
     opts = req() if send_text else req(prompt_forms=forms)
-    got = runner.run("embed", TEXTS, opts)
-    return runner, got, bodies, forms
+    result = runner.run("embed", TEXTS, opts)
+    return result.evidence.records, result.outputs, bodies, forms
 
 
 def test_the_server_gets_token_ids_as_a_list_of_one_id_list():
-    runner, got, bodies, forms = _served_token_ids()
+    records, got, bodies, forms = _served_token_ids()
     sent = [b["input"] for path, b in bodies if path == "/v1/embeddings"]
     assert sorted(map(str, sent)) == sorted(str([FakeTokenizer()(t)["input_ids"]]) for t in TEXTS)
     assert not [p for p, _ in bodies if p == "/tokenize"]  # the ids are the HF tokenizer's
@@ -383,8 +389,8 @@ def test_the_server_gets_token_ids_as_a_list_of_one_id_list():
         got,
         tuple(TEXTS),
         ref_ids=ref_ids,
-        got_ids=[m["prompt_token_ids"] for m in runner.last_meta],
-        got_meta=runner.last_meta,
+        got_ids=[m["prompt_token_ids"] for m in records],
+        got_meta=records,
         forms=forms,
     )
     assert v.status == "pass", v.reason
@@ -394,6 +400,6 @@ def test_the_server_gets_token_ids_as_a_list_of_one_id_list():
 
 def test_a_server_runner_that_sends_text_fails_the_prompt_form_check():
     """Seeded mutation: the runner ignores the forms and sends each text."""
-    runner, got, _, forms = _served_token_ids(send_text=True)
-    problem, _ = form_problem(forms, runner.last_meta, None)
+    records, got, _, forms = _served_token_ids(send_text=True)
+    problem, _ = form_problem(forms, records, None)
     assert "prompt form not proven at item 0" in problem

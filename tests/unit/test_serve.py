@@ -146,16 +146,17 @@ def _rerank_server(fault: str = ""):
 
 def _rerank_measure(fault: str = "", top_n: int | None = 2):
     runner = _served(_rerank_server(fault))
-    got = runner.run(
+    result = runner.run(
         "score", [list(p) for p in PAIRS], req(api="rerank", top_n=top_n, max_in_flight=4)
     )
+    got = result.outputs
     ref = [np.asarray([_score(q, d)], dtype=np.float32) for q, d in PAIRS]
     ref_ids = [_ids(f"{q} {d}") for q, d in PAIRS]
     return measure(
         SCORE_TOL,
         ("max_abs", "max_rel", "rank_disagreement"),
         Side(ref, token_ids=ref_ids),
-        Side.of(got, runner.last_meta),
+        Side.of(got, result.evidence.records),
         PAIRS,
     )
 
@@ -191,10 +192,11 @@ def test_a_reordered_or_untruncated_rerank_answer_fails(fault, expected):
 def test_rerank_results_are_matched_by_index_not_position():
     # the server lists results best first: positions differ from the order sent for most groups
     runner = _served(_rerank_server())
-    got = runner.run("score", [list(p) for p in PAIRS], req(api="rerank", max_in_flight=4))
-    assert max(meta["in_flight"] for meta in runner.last_meta) == 4  # 6 query groups, 4 at once
+    result = runner.run("score", [list(p) for p in PAIRS], req(api="rerank", max_in_flight=4))
+    got, records = result.outputs, result.evidence.records
+    assert max(meta["in_flight"] for meta in records) == 4  # 6 query groups, 4 at once
     assert [float(g[0]) for g in got] == pytest.approx([_score(q, d) for q, d in PAIRS], abs=1e-7)
-    assert any(meta["rerank"]["rank"] != k % 4 for k, meta in enumerate(runner.last_meta))
+    assert any(meta["rerank"]["rank"] != k % 4 for k, meta in enumerate(records))
 
 
 def test_a_rerank_index_out_of_range_is_the_servers_error():
@@ -261,13 +263,13 @@ def _embed_server(usage_offset: int = 0):
 
 def _embed_measure(handler, options: dict | None = None):
     runner = _served(handler)
-    got = runner.run("embed", list(TEXTS), req(**(options or {})))
+    result = runner.run("embed", list(TEXTS), req(**(options or {})))
     ref = [np.asarray(_vector(t), dtype=np.float32) for t in TEXTS]
     return measure(
         EMBED_TOL,
         ("cosine_distance", "max_abs"),
         Side(ref, token_ids=[_ids(t) for t in TEXTS]),
-        Side.of(got, runner.last_meta),
+        Side.of(result.outputs, result.evidence.records),
         TEXTS,
     )
 
@@ -327,10 +329,10 @@ def test_concurrent_answers_are_matched_by_request_and_the_peak_in_flight_is_rec
     m = _embed_measure(_delayed_embed_server(), {"max_in_flight": 16})
     assert m.problem is None and all(x.ok for x in m.metrics), m
     runner = _served(_delayed_embed_server())
-    runner.run("embed", list(TEXTS), req(max_in_flight=16))
-    assert max(meta["in_flight"] for meta in runner.last_meta) == 16
-    runner.run("embed", list(TEXTS), req(max_in_flight=1))
-    assert {meta["in_flight"] for meta in runner.last_meta} == {1}
+    many = runner.run("embed", list(TEXTS), req(max_in_flight=16)).evidence.records
+    assert max(meta["in_flight"] for meta in many) == 16
+    one = runner.run("embed", list(TEXTS), req(max_in_flight=1)).evidence.records
+    assert {meta["in_flight"] for meta in one} == {1}
 
 
 def test_a_server_that_swaps_concurrent_answers_fails_concurrent_and_passes_sequential():
@@ -442,8 +444,8 @@ def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(
     from harness.runners.worker import _requests
 
     runner = _served(_metered_embed_server(per_step, metrics))
-    runner.run("embed", list(TEXTS), req(max_in_flight=16))
-    requests = _requests(runner.evidence(), str(tmp_path / "out"))
+    result = runner.run("embed", list(TEXTS), req(max_in_flight=16))
+    requests = _requests(result.evidence, str(tmp_path / "out"))
     assert requests["peak_in_flight"] == 16  # the client had 16 in flight every time
     if metrics:
         assert requests["server_metrics"] == {
@@ -466,17 +468,14 @@ def test_sequential_is_an_error_when_the_server_counts_more_requests_than_steps(
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["sequential"]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
     alone = _served(_metered_embed_server(1))
-    alone.run("embed", list(TEXTS), req(max_in_flight=1))
+    evidence = alone.run("embed", list(TEXTS), req(max_in_flight=1)).evidence
     assert (
-        check_not_in_effect(derived, {"requests": _requests(alone.evidence(), str(tmp_path / "a"))})
-        is None
+        check_not_in_effect(derived, {"requests": _requests(evidence, str(tmp_path / "a"))}) is None
     )
     # seeded: a server whose counts say it ran requests together though one was sent at a time
     odd = _served(_metered_embed_server(4))
-    odd.run("embed", list(TEXTS), req(max_in_flight=1))
-    reason = check_not_in_effect(
-        derived, {"requests": _requests(odd.evidence(), str(tmp_path / "b"))}
-    )
+    evidence = odd.run("embed", list(TEXTS), req(max_in_flight=1)).evidence
+    reason = check_not_in_effect(derived, {"requests": _requests(evidence, str(tmp_path / "b"))})
     assert reason == (
         "invariance check sequential did not take effect: one request was in flight "
         "at a time, yet the server finished 24 requests in 6 engine steps"
@@ -604,11 +603,10 @@ def test_the_next_case_restarts_a_server_that_died(monkeypatch):
     monkeypatch.setattr(
         runner.server, "_launch", lambda: setattr(runner.server, "proc", _Alive()) or []
     )
-    runner.run("embed", list(TEXTS), req())
+    records = runner.run("embed", list(TEXTS), req()).evidence.records
     assert runner.server.restarts == 1 and isinstance(runner.server.proc, _Alive)
-    assert {meta["server_restarts"] for meta in runner.last_meta} == {
-        1
-    }  # the result says it ran on a restart
+    # the result says it ran on a restart
+    assert {meta["server_restarts"] for meta in records} == {1}
 
 
 # --- dimensions (Matryoshka) ---
@@ -704,11 +702,27 @@ def test_batched_requests_carry_their_items_and_answers_are_matched_by_index(per
     assert m.problem is None and all(x.ok for x in m.metrics), m
     assert m.notes["usage"].startswith("usage.prompt_tokens equal to the reference's token count")
     runner = _served(reversed_order)
-    runner.run("embed", list(TEXTS), req(**options))
-    assert runner.last_run["batching"]["items_per_request"] == sizes
-    assert [meta["batch"]["items"] for meta in runner.last_meta] == [
+    evidence = runner.run("embed", list(TEXTS), req(**options)).evidence
+    assert evidence.run.batching.items_per_request == sizes
+    assert [meta["batch"]["items"] for meta in evidence.records] == [
         s for s in sizes for _ in range(s)
     ]
+
+
+def test_batched_requests_carry_the_requests_values_as_body_fields():
+    """use_activation (a TO_VLLM value) rides on a batched request as on a single one: a batched
+    body of only `model` and `input` would send it to nobody."""
+    bodies: list = []
+    inner = _batched_embed_server()
+
+    async def recording(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/embeddings":
+            bodies.append(json.loads(request.content))
+        return await inner(request)
+
+    runner = _served(recording)
+    runner.run("embed", list(TEXTS), req(items_per_request=6, use_activation=False))
+    assert bodies and all(b["use_activation"] is False for b in bodies)
 
 
 def test_batched_answers_with_mixed_up_indexes_fail():
@@ -786,8 +800,8 @@ def _batched_requests(tmp_path, options: dict, logged: int | None = None, finish
         return original(path, mark, expected)
 
     runner.server.logged_posts = logged_posts
-    runner.run("embed", list(TEXTS), req(**options))
-    requests = _requests(runner.evidence(), str(tmp_path / "out"))
+    evidence = runner.run("embed", list(TEXTS), req(**options)).evidence
+    requests = _requests(evidence, str(tmp_path / "out"))
     items = len(TEXTS) if finished is None else finished
     requests["server_metrics"] = {"engine_steps": 2, "requests_finished": items}
     return requests
@@ -855,11 +869,14 @@ def test_a_batching_check_proves_its_batching_from_the_harness_and_the_servers_l
 
 def test_a_batching_check_without_a_server_log_is_not_proven(tmp_path):
     runner = _served(_batched_embed_server())
-    runner.run("embed", list(TEXTS), req(items_per_request="all", max_in_flight=1))
-    assert runner.last_run["batching"]["server_log_requests"] is None
+    run = runner.run("embed", list(TEXTS), req(items_per_request="all", max_in_flight=1))
+    assert run.evidence.run.batching.server_log_requests is None
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["batched_all"]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
-    requests = {**runner.last_run, "server_metrics": {"requests_finished": 24, "engine_steps": 1}}
+    requests = {
+        **run.evidence.run.wire(),
+        "server_metrics": {"requests_finished": 24, "engine_steps": 1},
+    }
     assert check_not_in_effect(derived, {"requests": requests}) == (
         "invariance check batched_all is not proven: the server's access log could not be read "
         "(no server log)"
@@ -918,16 +935,17 @@ def test_score_shapes_are_sent_as_asked_and_matched_by_index(per_request, shape,
         return await inner(request)
 
     runner = _served(handler)
-    got = runner.run("score", [list(p) for p in PAIRS], req(items_per_request=per_request))
+    result = runner.run("score", [list(p) for p in PAIRS], req(items_per_request=per_request))
+    got = result.outputs
     assert [float(g[0]) for g in got] == pytest.approx([_score(q, d) for q, d in PAIRS])
-    assert runner.last_run["batching"]["items_per_request"] == sizes
+    assert result.evidence.run.batching.items_per_request == sizes
     assert all(isinstance(b["text_1"], str) == (shape == "1:N") for b in sent)
 
 
 @pytest.mark.parametrize("per_request", ["query", "all"])
 def test_score_shapes_with_mixed_up_indexes_fail(per_request):
     runner = _served(_score_shapes_server(index_of=lambda k, n: n - 1 - k))
-    got = runner.run("score", [list(p) for p in PAIRS], req(items_per_request=per_request))
+    got = runner.run("score", [list(p) for p in PAIRS], req(items_per_request=per_request)).outputs
     assert [float(g[0]) for g in got] != pytest.approx([_score(q, d) for q, d in PAIRS])
 
 
@@ -1004,7 +1022,11 @@ def test_api_pooling_sends_each_item_to_pooling_with_the_cases_task(task):
         "chat_template_kwargs": {"enable_thinking": False},
         "add_special_tokens": True,
     }
-    out = _served(_pooling_server(seen)).run(task, ["ab", "abc"], req(api="pooling", chat=chat))
+    out = (
+        _served(_pooling_server(seen))
+        .run(task, ["ab", "abc"], req(api="pooling", chat=chat))
+        .outputs
+    )
     assert [o.tolist() for o in out] == [[2.0, 1.0], [3.0, 1.0]]
     pooled = [b for p, b in seen if p == "/pooling"]
     assert len(pooled) == 2 and all(b["task"] == task for b in pooled)
@@ -1018,7 +1040,7 @@ def test_api_pooling_sends_each_item_to_pooling_with_the_cases_task(task):
     assert tok[0]["messages"] == body["messages"]
     # without chat: the text as `input`
     seen.clear()
-    out = _served(_pooling_server(seen)).run(task, ["abcd"], req(api="pooling"))
+    out = _served(_pooling_server(seen)).run(task, ["abcd"], req(api="pooling")).outputs
     assert out[0].tolist() == [4.0, 1.0]
     assert [b for p, b in seen if p == "/pooling"][0]["input"] == "abcd"
 

@@ -215,22 +215,24 @@ def _binary_server(fault: str = ""):
     return handler
 
 
-def _run(options: dict, fault: str = "") -> tuple[list[np.ndarray], ServeRunner]:
+def _run(options: dict, fault: str = "") -> tuple[list[np.ndarray], list[dict]]:
+    """The outputs and the per-request records of one run."""
     runner = ServeRunner("v1")
     runner.server.url, runner.model, runner.server.proc = "http://server.test", "m", _Alive()
     runner.transport = httpx.MockTransport(_binary_server(fault))
-    return runner.run("embed", list(TEXTS), req(**options)), runner
+    result = runner.run("embed", list(TEXTS), req(**options))
+    return result.outputs, result.evidence.records
 
 
 @pytest.mark.parametrize("fmt", ["base64", "bytes", "bytes_only"])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("order", ["little", "big"])
 def test_binary_answers_decode_to_the_values_the_server_rounded(fmt, dtype, order):
-    got, runner = _run({"encoding_format": fmt, "embed_dtype": dtype, "endianness": order})
+    got, records = _run({"encoding_format": fmt, "embed_dtype": dtype, "endianness": order})
     for text, out in zip(TEXTS, got):
         want = torch.from_numpy(_vec(text)).to(getattr(torch, dtype)).float().numpy()
         assert np.array_equal(out, want)
-    usage = {m["usage_prompt_tokens"] for m in runner.last_meta}
+    usage = {m["usage_prompt_tokens"] for m in records}
     assert usage == ({3} if fmt == "bytes" else {None})
 
 

@@ -102,3 +102,28 @@ def test_the_direct_read_check_bites():
         "harness/runners/y.py": 'os.environ["PARITY_ALLOW_ABSOLUTE_PATHS"] = "1"\n',  # a write
     }
     assert direct_reads(seeded) == ["harness/runners/x.py:1", "harness/runners/x.py:2"]
+
+
+def test_a_command_overrides_a_setting_for_itself_and_its_children_not_os_environ(monkeypatch):
+    """`parity check` allows absolute paths for the checkpoint the user named: in this process
+    and the commands it launches, never by writing os.environ (a side channel every later
+    reader in the process would inherit)."""
+    import os
+
+    from harness.settings import child_environ, current, overriding
+
+    monkeypatch.delenv("PARITY_ALLOW_ABSOLUTE_PATHS", raising=False)
+    assert current().allow_absolute_paths is False and child_environ() == {}
+    with overriding(allow_absolute_paths=True):
+        assert current().allow_absolute_paths is True
+        assert "PARITY_ALLOW_ABSOLUTE_PATHS" not in os.environ
+        assert child_environ() == {"PARITY_ALLOW_ABSOLUTE_PATHS": "1"}
+    assert current().allow_absolute_paths is False and child_environ() == {}
+    with pytest.raises(TypeError, match="no setting allow_everything"):
+        with overriding(allow_everything=True):
+            pass
+
+
+def test_parity_check_writes_no_setting_into_os_environ():
+    text = (ROOT / "harness" / "cli" / "check.py").read_text()
+    assert "os.environ" not in text

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from harness.matrix.request import offline_kwargs, served_fields
 from harness.matrix.schema import Case
-from harness.runners.vllm import truncation_kwargs
 from tests.requests import nest, req
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,12 +38,14 @@ def test_padding_is_max_length_or_nothing():
 
 
 def test_vllm_is_asked_to_pad_per_request_beside_any_truncation():
-    assert truncation_kwargs(req(padding="max_length")) == {"padding": "max_length"}
-    assert truncation_kwargs(req(truncate=16, padding="max_length")) == {
+    assert offline_kwargs(req(padding="max_length"))[0] == {"padding": "max_length"}
+    assert offline_kwargs(req(truncate=16, padding="max_length"))[0] == {
         "truncate_prompt_tokens": 16,
         "padding": "max_length",
     }
-    assert truncation_kwargs(req(truncate=None, padding=None)) is None
+    assert offline_kwargs(req(truncate=None, padding=None)) == ({}, {})
+    with pytest.raises(ValueError, match="does not implement a case's padding"):
+        served_fields(req(padding="max_length"))  # the server runners do not pad
 
 
 def test_a_recipe_that_does_not_pad_refuses_a_case_asking_for_padding():

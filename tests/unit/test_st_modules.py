@@ -172,7 +172,7 @@ def test_st_embed_runs_the_named_prompt_and_notes_its_tokens(stack_dir):
     runner.load(LoadRequest(model_dir=str(stack_dir), dtype="float32", device="cpu"))
     tok = AutoTokenizer.from_pretrained(str(stack_dir))
     st = runner.sentence_transformer()
-    by_name = runner.run("embed", TEXTS, req(reference="st-embed", prompt_name="document"))
+    by_name = runner.run("embed", TEXTS, req(reference="st-embed", prompt_name="document")).outputs
     assert runner.tokens == [tok("passage: " + t)["input_ids"] for t in TEXTS]
     prefixed = st.encode(["passage: " + t for t in TEXTS], prompt="", convert_to_numpy=True)
     np.testing.assert_array_equal(np.stack(by_name), prefixed)

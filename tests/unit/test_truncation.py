@@ -4,15 +4,26 @@ from pathlib import Path
 
 import pytest
 
-from harness.runners.vllm import truncation_kwargs
+from harness.matrix.request import offline_kwargs, served_fields
 from tests.requests import req
 
 
+def _tok(request):
+    return offline_kwargs(request)[0]
+
+
 def test_vllm_truncation_kwargs():
-    assert truncation_kwargs(req()) is None
-    assert truncation_kwargs(req(truncate=32)) == {"truncate_prompt_tokens": 32}
-    assert truncation_kwargs(req(truncate=-1)) == {"truncate_prompt_tokens": -1}
-    assert truncation_kwargs(req(truncate=32, truncation_side="left")) == {
+    assert _tok(req()) == {}
+    assert _tok(req(truncate=32)) == {"truncate_prompt_tokens": 32}
+    assert _tok(req(truncate=-1)) == {"truncate_prompt_tokens": -1}
+    assert _tok(req(truncate=32, truncation_side="left")) == {
+        "truncate_prompt_tokens": 32,
+        "truncation_side": "left",
+    }
+
+
+def test_the_server_is_sent_the_same_truncation_as_request_fields():
+    assert served_fields(req(truncate=32, truncation_side="left")) == {
         "truncate_prompt_tokens": 32,
         "truncation_side": "left",
     }

@@ -129,8 +129,8 @@ def test_the_offline_runner_sends_pooling_params_with_the_setting():
 
     runner = VllmRunner("v1")
     runner.llm = FakeLLM()
-    runner._call("reward", ["a"], None, None, True)
-    runner._call("reward", ["a"], None, None, None)
+    runner._call("reward", ["a"], {}, {"use_activation": True})
+    runner._call("reward", ["a"], {}, {})
     assert seen[0].use_activation is True and seen[0].dimensions is None
     assert seen[1] is None  # nothing asked: the engine's default, no PoolingParams
 
@@ -163,9 +163,9 @@ def test_st_embed_off_is_the_mean_pooled_vector_and_on_its_unit_vector(tmp_path)
 
     d = _built(tmp_path, arch="BertModel", seed=0, pooling="mean", normalize=True)
     runner = _hf(d)
-    off = runner.run("embed", TEXTS, req(reference="st-embed", use_activation=False))
-    on = runner.run("embed", TEXTS, req(reference="st-embed", use_activation=True))
-    default = runner.run("embed", TEXTS, req(reference="st-embed"))
+    off = runner.run("embed", TEXTS, req(reference="st-embed", use_activation=False)).outputs
+    on = runner.run("embed", TEXTS, req(reference="st-embed", use_activation=True)).outputs
+    default = runner.run("embed", TEXTS, req(reference="st-embed")).outputs
     runner.unload()
     tok = transformers.AutoTokenizer.from_pretrained(str(d))
     model = transformers.AutoModel.from_pretrained(str(d)).eval()
@@ -185,8 +185,8 @@ def test_classifiers_off_are_the_logits_and_on_their_softmax(tmp_path):
 
     d = _built(tmp_path, arch="BertForSequenceClassification", seed=2, config={"num_labels": 3})
     runner = _hf(d)
-    off = runner.run("classify", TEXTS, req(use_activation=False))
-    default = runner.run("classify", TEXTS, req())
+    off = runner.run("classify", TEXTS, req(use_activation=False)).outputs
+    default = runner.run("classify", TEXTS, req()).outputs
     runner.unload()
     tok = transformers.AutoTokenizer.from_pretrained(str(d))
     model = transformers.AutoModelForSequenceClassification.from_pretrained(str(d)).eval()
@@ -200,8 +200,8 @@ def test_classifiers_off_are_the_logits_and_on_their_softmax(tmp_path):
 def test_token_classifier_off_is_the_logits_per_token(tmp_path):
     d = _built(tmp_path, arch="BertForTokenClassification", seed=3, config={"num_labels": 5})
     runner = _hf(d)
-    off = runner.run("token_classify", TEXTS, req(use_activation=False))
-    default = runner.run("token_classify", TEXTS, req())
+    off = runner.run("token_classify", TEXTS, req(use_activation=False)).outputs
+    default = runner.run("token_classify", TEXTS, req()).outputs
     runner.unload()
     for o, p in zip(off, default):
         assert o.shape == p.shape and o.shape[1] == 5
@@ -212,9 +212,9 @@ def test_token_classifier_off_is_the_logits_per_token(tmp_path):
 def test_reward_on_is_the_sigmoid_of_the_raw_reward(tmp_path):
     d = _built(tmp_path, arch="Qwen2ForRewardModel", seed=13)
     runner = _hf(d)
-    on = runner.run("reward", TEXTS, req(use_activation=True))
-    off = runner.run("reward", TEXTS, req(use_activation=False))
-    default = runner.run("reward", TEXTS, req())
+    on = runner.run("reward", TEXTS, req(use_activation=True)).outputs
+    off = runner.run("reward", TEXTS, req(use_activation=False)).outputs
+    default = runner.run("reward", TEXTS, req()).outputs
     runner.unload()
     for n, o, p in zip(on, off, default):
         np.testing.assert_array_equal(o, p)  # raw is the reward's default
@@ -224,8 +224,8 @@ def test_reward_on_is_the_sigmoid_of_the_raw_reward(tmp_path):
 def test_colbert_token_embed_off_is_the_projection_before_normalising(tmp_path):
     d = _built(tmp_path, arch="HF_ColBERT", seed=30)
     runner = _hf(d)
-    off = runner.run("token_embed", TEXTS, req(use_activation=False))
-    default = runner.run("token_embed", TEXTS, req())
+    off = runner.run("token_embed", TEXTS, req(use_activation=False)).outputs
+    default = runner.run("token_embed", TEXTS, req()).outputs
     runner.unload()
     for o, p in zip(off, default):
         norms = np.linalg.norm(o, axis=-1, keepdims=True)

@@ -21,7 +21,7 @@ import numpy as np
 from harness.matrix.evidence import RunEvidence
 from harness.matrix.request import DECLARED_FIELDS, Request, unhonoured
 from harness.plugins import Discovery
-from harness.runners import LoadRequest, freeze_what_is_alive
+from harness.runners import LoadRequest, RunResult, freeze_what_is_alive
 
 Recipe = Callable[["HFRunner", list, Request], list[np.ndarray]]
 # The registry, filled by the recipe modules of this package as discovery imports them; read it
@@ -126,7 +126,6 @@ class HFRunner:
         self.sent: list[
             dict
         ] = []  # per item, for prompt forms: what the model ran on (form_inputs)
-        self.last_meta: list[dict] = []
         self.adapter_applied = False  # a case's LoRA adapter was put on a model (auto_model)
 
     def note_tokens(self, input_ids) -> None:
@@ -244,7 +243,8 @@ class HFRunner:
 
         return self.loaded("architecture", make)
 
-    def run(self, task: str, items: list, request: Request) -> list[np.ndarray]:
+    def run(self, task: str, items: list, request: Request) -> RunResult:
+        """The recipe's outputs, and per item the token ids it ran and what it was sent."""
         discover()  # a named recipe is looked up too, in a worker that has not read the registry
         name = request.reference or resolve_recipe(task, self.architecture(), None)
         if name not in _RECIPES:
@@ -272,14 +272,14 @@ class HFRunner:
                 f"hf-sequence-classification)"
             )
         recorded = len(self.tokens) == len(outs)
-        self.last_meta = [
+        records = [
             {
                 "prompt_token_ids": self.tokens[i] if recorded else None,
                 **(self.sent[i] if self.sent else {}),
             }
             for i in range(len(outs))
         ]
-        return outs
+        return RunResult(outs, RunEvidence(records=records))
 
     def render_chat(self, items: list, chat: dict[str, Any]) -> list[str]:
         """Each text as the case's conversation rendered by transformers'
@@ -310,10 +310,6 @@ class HFRunner:
                 )
             out.append(rendered)
         return out
-
-    def evidence(self) -> RunEvidence:
-        """Per item of the last run: the token ids the recipe ran and what it was sent."""
-        return RunEvidence(records=self.last_meta)
 
     def unload(self) -> None:
         self._st = None

@@ -8,7 +8,11 @@ from harness.matrix.request import Request
 from harness.runners.hf import HFRunner, form_inputs, limit, recipe, torch_dtype
 
 
-@recipe("st-embed", default_for=["embed"], honours=["use_activation", "prompt_name"])
+@recipe(
+    "st-embed",
+    default_for=["embed"],
+    honours=["use_activation", "prompt_name", "add_special_tokens"],
+)
 def _st_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """sentence-transformers encode: its own pooling and normalize modules decide the vector.
     `dimensions` is encode's `truncate_dim`, with its semantics (sentence_transformer/model.py,
@@ -17,7 +21,9 @@ def _st_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarra
     (encode's own option, applied after the cut; what a Matryoshka model card asks for).
     `use_activation` (vLLM's name for an embedding's L2 normalisation): true is encode's
     normalize_embeddings; false is the model's modules without its Normalize module (encode of a
-    SentenceTransformer built from the others), so the vector is the pooled (and Dense) one."""
+    SentenceTransformer built from the others), so the vector is the pooled (and Dense) one.
+    `add_special_tokens` is the tokenizer's own argument, given through encode's
+    processing_kwargs (sentence-transformers' per-call tokenizer options)."""
     st = runner.sentence_transformer()
     normalize = bool(request.hf.get("normalize_embeddings"))
     if request.use_activation is not None:
@@ -41,6 +47,12 @@ def _st_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarra
             f"prompt_name {prompt_name!r}: the model's config_sentence_transformers.json has "
             f"prompts {sorted(st.prompts or {})}"
         )
+    special = request.add_special_tokens
+    text_kw = (
+        {"processing_kwargs": {"text": {"add_special_tokens": special}}}
+        if special is not None
+        else {}
+    )
     with limit(st, "max_seq_length", request.truncate):
         out = st.encode(
             list(items),
@@ -50,11 +62,12 @@ def _st_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarra
             truncate_dim=dims,
             normalize_embeddings=normalize,
             prompt_name=prompt_name,
+            **text_kw,
         )
         # the prompt encode prepended: the named one, else the model's default_prompt_name's
         prompt = (st.prompts or {}).get(prompt_name or st.default_prompt_name or "", "")
         for it in items:  # preprocess is what encode tokenizes with, on the prompted text
-            runner.note_tokens(st.preprocess([prompt + it])["input_ids"][0])
+            runner.note_tokens(st.preprocess([prompt + it], **text_kw)["input_ids"][0])
     return [np.asarray(v, dtype=np.float32) for v in out]
 
 
@@ -78,6 +91,8 @@ def _st_embed_forms(runner: HFRunner, st, items: list, request: Request) -> list
 
     if request.dimensions or request.hf.get("normalize_embeddings"):
         raise ValueError("prompt forms with dimensions / normalize_embeddings are not supported")
+    if request.add_special_tokens is not None:
+        raise ValueError("prompt forms with add_special_tokens are not supported")
     if request.prompt_name:
         raise ValueError("prompt forms with a prompt_name are not supported")
     outs = []

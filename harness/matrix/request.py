@@ -136,6 +136,13 @@ class RequestOptions(_Strict):
     colbert: ColbertIds | None = None
     # embed / classify: each text sent as a chat conversation (ChatOptions; server runners only)
     chat: ChatOptions | None = None
+    # one model serving several tasks at once: each item is also sent once per task named here,
+    # in flight with the case's own requests (AsyncLLM and server runners; vLLM's offline LLM
+    # serves one task per engine); only the case's own answers are compared, the others must
+    # come back. vLLM's only: the reference never sees it
+    also_in_flight: list[Literal["embed", "classify", "token_classify", "token_embed"]] | None = (
+        None
+    )
 
     @field_validator("truncate")
     @classmethod
@@ -160,7 +167,7 @@ class RequestOptions(_Strict):
         before a field existed stay valid; the server's `serve` options never (vLLM's only)."""
         key: dict[str, Any] = {"truncate": self.truncate}
         for name, value in self:
-            if name in ("serve", "truncate") or value is None:
+            if name in ("serve", "truncate", "also_in_flight") or value is None:
                 continue
             if name == "dimensions":  # the cut follows sentence-transformers' truncate_dim
                 key.update(dimensions=value, truncate_dim="sentence-transformers")

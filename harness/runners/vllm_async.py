@@ -6,8 +6,8 @@ processor: the caller's PoolingParams and tokenization kwargs go straight to the
 and vLLM has shipped bugs where the two disagreed (vllm#31013: truncation ignored; vllm#33361:
 activation defaults not applied). This runner sends a case's items as the offline runner builds
 them (its prompts, PoolingParams and tokenization kwargs: harness.runners.vllm) through
-`AsyncLLM.encode`, every item in flight at once (asyncio.gather), answers matched to items by
-request id. The AsyncLLM lives in the worker; its engine core is a child process (vLLM runs
+`AsyncLLM.encode`, every item in flight at once (one asyncio task each), answers matched to items
+by request id. The AsyncLLM lives in the worker; its engine core is a child process (vLLM runs
 AsyncLLM with no in-process core), stopped by `unload` and killed with the worker's process group.
 Every run is bounded (RUN_TIMEOUT): a hang is an error naming the requests still open.
 
@@ -174,7 +174,10 @@ class AsyncVllmRunner(VllmRunner):
                     f"AsyncLLM.encode: {len(open_ids)} of {len(ids)} requests unfinished after "
                     f"{RUN_TIMEOUT:.0f} s (first: {open_ids[:4]}); they were aborted"
                 )
-            return dict(t.result() for t in tasks)  # the first failure raises here
+            failed = [e for e in (t.exception() for t in tasks) if e is not None]
+            if failed:  # every failure retrieved (asyncio logs those that are not); the first
+                raise failed[0]
+            return dict(t.result() for t in tasks)
 
         assert self.llm is not None and self.loop is not None, "run before load"
         by_id = self.loop.run_until_complete(everything())

@@ -100,6 +100,22 @@ def test_a_hang_is_a_timed_out_error_naming_the_open_requests(monkeypatch):
     assert e.value.timed_out and engine.cancelled == 3  # aborted, not left in the engine
 
 
+def test_a_failed_request_fails_the_run_with_its_own_error():
+    class Failing(FakeAsyncLLM):
+        def encode(self, prompt, params, request_id, **kw):
+            if request_id.endswith("-1"):  # the second request: the engine died under it
+
+                async def dead():
+                    raise RuntimeError("EngineCore encountered an issue")
+                    yield  # an async generator, as AsyncLLM.encode is
+
+                return dead()
+            return super().encode(prompt, params, request_id, **kw)
+
+    with pytest.raises(RuntimeError, match="EngineCore encountered an issue"):
+        _runner(Failing()).run("embed", ITEMS[:3], Request())
+
+
 def test_a_score_case_is_refused_by_the_runner_naming_the_tasks_it_sends():
     with pytest.raises(ValueError, match="no score API"):
         _runner(FakeAsyncLLM())._call("score", [("q", "d")], None)

@@ -104,14 +104,18 @@ class AsyncVllmRunner(VllmRunner):
             with heap_kept_frozen(freeze_first=True):
                 return AsyncLLM.from_engine_args(args)
 
-        self.llm = explained_start(req.model_dir, start)
         self.trace = EngineTrace(
             None, "AsyncLLM's engine core runs in its own process: its scheduler is not traced"
         )
-        return {
-            **load_info(_EngineView(self.llm, self.loop), self.trace, req, kwargs, budget),
-            "entrypoint": "vllm.v1.engine.async_llm.AsyncLLM.encode",
-        }
+        try:
+            self.llm = explained_start(req.model_dir, start)
+            return {
+                **load_info(_EngineView(self.llm, self.loop), self.trace, req, kwargs, budget),
+                "entrypoint": "vllm.v1.engine.async_llm.AsyncLLM.encode",
+            }
+        except BaseException:  # a failed load is never unloaded by the worker: stop the core here
+            self.unload()
+            raise
 
     def _call(
         self,

@@ -194,3 +194,26 @@ def test_also_in_flight_is_vllms_only_the_reference_key_never_holds_it():
     from harness.matrix.request import RequestOptions
 
     assert "also_in_flight" not in RequestOptions(also_in_flight=["classify"]).reference_key()
+
+
+def test_a_load_that_fails_after_the_engine_started_stops_the_engine(monkeypatch):
+    import harness.runners.vllm_async as mod
+    from harness.runners import LoadRequest
+
+    class Engine:
+        stopped = False
+
+        def shutdown(self):
+            Engine.stopped = True
+
+    def no_info(*a, **k):
+        raise TimeoutError("collective_rpc did not answer")
+
+    monkeypatch.setattr(mod, "engine_kwargs", lambda req: (None, {}))
+    monkeypatch.setattr(mod, "explained_start", lambda model_dir, start: Engine())
+    monkeypatch.setattr(mod, "load_info", no_info)
+    runner = mod.AsyncVllmRunner("v2")
+    with pytest.raises(TimeoutError):
+        runner.load(LoadRequest(model_dir="/nonexistent", dtype="float32", device="cpu"))
+    # the worker never unloads a failed load: the runner stopped the engine core itself
+    assert Engine.stopped and runner.llm is None and runner.loop is None

@@ -141,6 +141,13 @@ class RequestOptions(_Strict):
     colbert: ColbertIds | None = None
     # embed / classify: each text sent as a chat conversation (ChatOptions; server runners only)
     chat: ChatOptions | None = None
+    # one model serving several tasks at once: each item is also sent once per task named here,
+    # in flight with the case's own requests (AsyncLLM and server runners; vLLM's offline LLM
+    # serves one task per engine); only the case's own answers are compared, the others must
+    # come back. vLLM's only: the reference never sees it
+    also_in_flight: list[Literal["embed", "classify", "token_classify", "token_embed"]] | None = (
+        None
+    )
 
     @field_validator("truncate")
     @classmethod
@@ -165,7 +172,7 @@ class RequestOptions(_Strict):
         before a field existed stay valid; the server's `serve` options never (vLLM's only)."""
         key: dict[str, Any] = {"truncate": self.truncate}
         for name, value in self:
-            if name in ("serve", "truncate") or value is None:
+            if name in ("serve", "truncate", "also_in_flight") or value is None:
                 continue
             if name == "dimensions":  # the cut follows sentence-transformers' truncate_dim
                 key.update(dimensions=value, truncate_dim="sentence-transformers")
@@ -223,7 +230,7 @@ class ToVllm:
 # Every request field that travels to vLLM as a value, by name. Fields not named here travel as
 # code of each runner, since they change what is sent rather than adding a value to it:
 # `instruction` and `prompt_name` (a prefix; /v2/embed), `colbert` (token ids), `chat`
-# (messages), `serve` (the server runners' own).
+# (messages), `also_in_flight` (more requests), `serve` (the server runners' own).
 TO_VLLM: dict[str, ToVllm] = {
     # vLLM's truncate_prompt_tokens: N tokens, or -1 for max_model_len
     "truncate": ToVllm("tokenization_kwargs", "truncate_prompt_tokens", "truncate_prompt_tokens"),
@@ -250,7 +257,7 @@ TO_VLLM: dict[str, ToVllm] = {
         tokenize=True,
     ),
 }
-_SPECIAL = ("serve", "instruction", "prompt_name", "colbert", "chat")
+_SPECIAL = ("serve", "instruction", "prompt_name", "colbert", "chat", "also_in_flight")
 if set(TO_VLLM) | set(_SPECIAL) != set(RequestOptions.model_fields):
     raise TypeError(  # a new request field says how it reaches vLLM, or is a special case
         "harness.matrix.request.TO_VLLM: every request field but "

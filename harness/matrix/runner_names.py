@@ -1,7 +1,8 @@
 """Runner names: what a matrix may list, and what kind of runner each name is.
 
 A name is a kind plus, for vLLM, the model runner it asks for: `hf`, `vllm-v1|v2|auto`,
-`vllm-serve-v1|v2|auto` (vLLM's HTTP server) and `fake` (a test double that misbehaves on
+`vllm-serve-v1|v2|auto` (vLLM's HTTP server), `vllm-async-v1|v2` (vLLM's AsyncLLM, what the server
+and async users call) and `fake` (a test double that misbehaves on
 command, harness/runners/fake.py). Code asks `runner_info(name)` what a runner is; it never tests
 the spelling of a name.
 """
@@ -19,13 +20,15 @@ RunnerName = Literal[
     "vllm-serve-v1",
     "vllm-serve-v2",
     "vllm-serve-auto",
+    "vllm-async-v1",
+    "vllm-async-v2",
     "fake",
 ]
 RUNNER_NAMES: tuple[str, ...] = get_args(RunnerName)
 REFERENCE_RUNNER = "hf"
 # the kinds of runner; each has one implementation (harness.runners' registry)
-KINDS = ("hf", "vllm", "vllm-serve", "fake")
-VLLM_KINDS = ("vllm", "vllm-serve")
+KINDS = ("hf", "vllm", "vllm-serve", "vllm-async", "fake")
+VLLM_KINDS = ("vllm", "vllm-serve", "vllm-async")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,12 @@ class RunnerInfo:
     def is_offline_vllm(self) -> bool:
         """vLLM's offline `LLM` in the worker process."""
         return self.kind == "vllm"
+
+    @property
+    def is_async(self) -> bool:
+        """vLLM's AsyncLLM in the worker process (its engine core a child process), every item
+        in flight at once through `AsyncLLM.encode`."""
+        return self.kind == "vllm-async"
 
     @property
     def is_reference(self) -> bool:

@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from harness.matrix.colbert import check_colbert
+from harness.matrix.in_flight import check_in_flight
 from harness.matrix.prompt_forms import PromptForm
 from harness.matrix.request import RequestOptions, request_of, unhonoured
 from harness.matrix.runner_names import REFERENCE_RUNNER, RunnerName, runner_info
@@ -668,6 +669,7 @@ class Case(_Strict):
         tolerances in half precision only."""
         _check_prompt_form(self)
         check_colbert(self)
+        check_in_flight(self)
         if self.lora is not None:
             servers = [r for r in self.runners if runner_info(r).is_server]
             if servers:

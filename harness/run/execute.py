@@ -353,6 +353,8 @@ def _cost(runner: str, load: Load) -> float:
         base = 0.5
     elif info.is_offline_vllm and info.variant == "v1":
         base = 1.0
+    elif info.is_async:  # its engine core is a spawned process that imports vLLM
+        base = 3.0
     else:
         base = 5.0 if info.is_server else 2.0
     return base + 0.1 * len(load.cases)

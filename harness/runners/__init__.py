@@ -24,6 +24,7 @@ _REGISTRY: dict[str, str] = {
     "hf": "harness.runners.hf:HFRunner",
     "vllm": "harness.runners.vllm:VllmRunner",
     "vllm-serve": "harness.runners.serve:ServeRunner",  # vLLM's HTTP server, same V1/V2 variants
+    "vllm-async": "harness.runners.vllm_async:AsyncVllmRunner",  # AsyncLLM.encode, V1/V2
     "fake": "harness.runners.fake:FakeRunner",  # test double that misbehaves on command
 }
 

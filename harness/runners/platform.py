@@ -71,11 +71,13 @@ class Platform:
         serve = info.is_server
         # an engine core in its own process (--naive) answers the harness's model-runner probe
         # (a function sent by collective_rpc) only with pickle allowed
-        remote_core = not serve and not self.in_process_engine
+        # AsyncLLM always runs its engine core in a child process
+        remote_core = not serve and (info.is_async or not self.in_process_engine)
         env["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1" if remote_core else None
         # in-process engine core on every device: 2.6 s per engine instead of 19-35 s on CPU, and
         # the scheduler the invariance checks trace (harness.runners.engine_trace) is in reach;
-        # a server keeps vLLM's layout
+        # a server keeps vLLM's layout. AsyncLLM's core is a child process whatever this says;
+        # "0" keeps the model runner inside that core (vLLM on CPU adds a worker process else)
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = (
             "0" if self.in_process_engine and not serve else None
         )
@@ -100,7 +102,8 @@ class Platform:
         if not info.is_vllm:
             return runner
         variant = str(info.variant)
-        label = f"vLLM {'serve ' if info.is_server else ''}{variant.upper()}"
+        how = "serve " if info.is_server else "async " if info.is_async else ""
+        label = f"vLLM {how}{variant.upper()}"
         if actual and actual != variant:
             label += f" (ran {actual.upper()})"
         if self.device == "cpu" and actual == "v2":

@@ -121,6 +121,11 @@ class ServeRunner(BatchedRequests):
             for i, it in enumerate(paired(list(items), request.prompt_forms))
         ]  # pairs arrive as lists; a text with a prompt form as {"prompt_form", "text"}
         per_request = request.serve.items_per_request
+        if request.also_in_flight and (per_request != 1 or request.serve.api == "rerank"):
+            raise ValueError(
+                "also_in_flight sends every item as its own request: not with items_per_request "
+                "or serve.api rerank"
+            )
         self._batches = []
         mark = self.server.log_size()
         if task == "score" and request.serve.api == "rerank":
@@ -201,8 +206,21 @@ class ServeRunner(BatchedRequests):
                 (out, meta), at_send = await send(lambda: self._one(client, task, i, item, request))
                 return out, {**meta, "in_flight": at_send}
 
+            # also_in_flight: each item once more per other task, in flight with the case's own
+            # (one model serving several tasks at once); those answers must come, none compared
+            other = request.model_copy(
+                update={"use_activation": None, "dimensions": None, "also_in_flight": None}
+            )
+            tasks = [task, *(request.also_in_flight or ())]
+
+            def also(t: str, i: int, it):
+                return send(lambda: self._one(client, t, i, it, other))
+
+            sends = [
+                one(i, it) if t == task else also(t, i, it) for i, it in numbered for t in tasks
+            ]
             # gather keeps each answer with its own request: arrival order never matters
-            answered = list(await asyncio.gather(*(one(i, it) for i, it in numbered)))
+            answered = list(await asyncio.gather(*sends))[:: len(tasks)]
         fmt = request.serve.encoding_format
         if task == "embed" and fmt != "float":
             same_length(

@@ -133,7 +133,7 @@ def _why_runner(llm, actual: str) -> str:
 
 
 @contextmanager
-def _heap_kept_frozen(freeze_first: bool) -> Iterator[None]:
+def heap_kept_frozen(freeze_first: bool) -> Iterator[None]:
     """vLLM's engine start and shutdown without full collections of the worker's whole heap.
 
     vLLM unfreezes the garbage collector's heap and collects it in full several times per engine
@@ -167,69 +167,27 @@ class VllmRunner:
         self.lora = None  # the case's LoRARequest, sent with every request
 
     def load(self, req: LoadRequest) -> dict[str, Any]:
-        import torch
-        import transformers
-        import vllm
         from vllm import LLM
 
-        from harness.engine.target import vllm_provenance
-        from harness.runners.memory import kv_budget_of
-        from harness.runners.platform import Platform
-
         self.req, self.trust = req, req.trust_remote_code
-        budget = kv_budget_of(req.model_dir, req.dtype, req.engine)
-        kwargs: dict[str, Any] = {
-            **Platform(req.device).engine_defaults(budget.bytes),
-            "seed": 0,
-            **(lora_engine_kwargs(req.lora_dir) if req.lora_dir else {}),
-            **req.engine,
-        }
-        self.lora = None
-        if req.lora_dir:
-            from vllm.lora.request import LoRARequest
+        budget, kwargs = engine_kwargs(req)
+        self.lora = lora_request(req.lora_dir)
 
-            self.lora = LoRARequest("case-adapter", 1, req.lora_dir)
-        try:
-            with _heap_kept_frozen(freeze_first=True):
-                self.llm = LLM(
+        def start():
+            with heap_kept_frozen(freeze_first=True):
+                return LLM(
                     model=req.model_dir,
                     runner="pooling",
                     dtype=req.dtype,
                     trust_remote_code=req.trust_remote_code,
                     **kwargs,
                 )
-        except Exception as e:
-            cause = _inspection_root_cause(req.model_dir) if "to be inspected" in str(e) else None
-            if cause is None:
-                raise
-            said = next(ln.strip() for ln in str(e).splitlines() if "to be inspected" in ln)
-            raise RuntimeError(f"{said} Root cause: {cause}") from e
-        actual, evidence = _actual_runner(self.llm)
+
+        self.llm = explained_start(req.model_dir, start)
         from harness.runners.engine_trace import attach
 
         self.trace = attach(self.llm)  # what the scheduler did: the checks' proof of effect
-        return {
-            "actual_runner": actual,
-            "runner_evidence": evidence,
-            "runner_proven": actual != "unknown",  # read from the engine's model runner class
-            "runner_choice": _why_runner(self.llm, actual),
-            "effective": _effective_config(self.llm),
-            "engine_trace": self.trace.as_info(),
-            "device": req.device,
-            "engine_kwargs": {k: v for k, v in kwargs.items()},
-            **({"lora_adapter": req.lora_dir} if req.lora_dir else {}),
-            "kv_budget": {
-                **budget.as_info(),
-                "overridden_by_case": "kv_cache_memory_bytes" in req.engine,
-            },
-            "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
-            "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
-            "versions": {
-                "vllm": vllm.__version__,
-                "torch": torch.__version__,
-                "transformers": transformers.__version__,
-            },
-        }
+        return load_info(self.llm, self.trace, req, kwargs, budget)
 
     def run(self, task: str, items: list, request: Request) -> RunResult:
         """The request's run options: shuffle_seed (permute the requests, restore the order
@@ -299,30 +257,30 @@ class VllmRunner:
         if task == "embed":
             prompts, sent = self._prompts(items)
             return [
-                (np.asarray(o.outputs.embedding, dtype=np.float32), _meta(o, s))
+                (np.asarray(o.outputs.embedding, dtype=np.float32), output_meta(o, s))
                 for o, s in zip(self.llm.embed(prompts, **kw), sent)
             ]
         if task == "classify":
             prompts, sent = self._prompts(items)
             return [
-                (np.asarray(o.outputs.probs, dtype=np.float32), _meta(o, s))
+                (np.asarray(o.outputs.probs, dtype=np.float32), output_meta(o, s))
                 for o, s in zip(self.llm.classify(prompts, **kw), sent)
             ]
         if task == "score":
             outs = self.llm.score(
                 [_score_input(q) for q, _ in items], [_score_input(d) for _, d in items], **kw
             )
-            return [(np.asarray([o.outputs.score], dtype=np.float32), _meta(o)) for o in outs]
+            return [(np.asarray([o.outputs.score], dtype=np.float32), output_meta(o)) for o in outs]
         if task in ("token_classify", "token_embed", "reward", "step_reward"):
             # vLLM has no `reward` task: reward models and PRMs are served as token_classify
             pooling_task = "token_classify" if task in ("reward", "step_reward") else task
-            prompts = [_prompt(it) for it in items]
+            prompts = [engine_prompt(it) for it in items]
             return [
-                (_to_numpy(o.outputs.data), _meta(o))
+                (to_numpy(o.outputs.data), output_meta(o))
                 for o in self.llm.encode(prompts, pooling_task=pooling_task, **kw)
             ]
         if task == "embed&token_classify":
-            return self._combined(task, [_prompt(it) for it in items], kw)
+            return self._combined(task, [engine_prompt(it) for it in items], kw)
         raise ValueError(f"the vllm runner does not implement task {task!r}")
 
     def _combined(self, task: str, prompts: list, kw: dict) -> list[tuple[np.ndarray, dict]]:
@@ -347,7 +305,7 @@ class VllmRunner:
         done: dict[str, Any] = {}
         while engine.has_unfinished_requests():
             done.update({o.request_id: o for o in engine.step() if o.finished})
-        return [(_to_numpy(done[rid].outputs.data), _meta(done[rid])) for rid in ids]
+        return [(to_numpy(done[rid].outputs.data), output_meta(done[rid])) for rid in ids]
 
     def _prompts(self, items: list) -> tuple[list, list[dict]]:
         """vLLM prompts for the items, and per item what the runner sent: a text as is (an
@@ -357,7 +315,7 @@ class VllmRunner:
         for it in items:
             form, text = form_of(it)
             if form == "text":
-                prompts.append(_prompt(text))
+                prompts.append(engine_prompt(text))
                 sent.append({"sent_as": "text"} if text is not it else {})
                 continue
             ids = token_ids(self._tokenizer(), text)
@@ -404,17 +362,89 @@ class VllmRunner:
         if self.llm is None:
             return
         try:
-            with _heap_kept_frozen(
+            with heap_kept_frozen(
                 freeze_first=False
             ):  # shutdown unfreezes and collects in full too
                 self.llm.llm_engine.engine_core.shutdown()
         except Exception:  # noqa: BLE001 - best effort: the worker may be reused
             pass
         self.llm = None
-        gc.collect()  # the engine's objects, never frozen (see _heap_kept_frozen)
+        gc.collect()  # the engine's objects, never frozen (see heap_kept_frozen)
 
 
 _COMBINED_IDS = itertools.count()
+
+
+def engine_kwargs(req: LoadRequest) -> tuple[Any, dict[str, Any]]:
+    """(the KV-cache budget, the engine kwargs) of a load: the platform's defaults, seed 0, a
+    LoRA adapter's kwargs, then the case's `engine:` over them."""
+    from harness.runners.memory import kv_budget_of
+    from harness.runners.platform import Platform
+
+    budget = kv_budget_of(req.model_dir, req.dtype, req.engine)
+    kwargs: dict[str, Any] = {
+        **Platform(req.device).engine_defaults(budget.bytes),
+        "seed": 0,
+        **(lora_engine_kwargs(req.lora_dir) if req.lora_dir else {}),
+        **req.engine,
+    }
+    return budget, kwargs
+
+
+def lora_request(lora_dir: str | None):
+    """The case's LoRARequest, sent with every request (None without an adapter)."""
+    if not lora_dir:
+        return None
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest("case-adapter", 1, lora_dir)
+
+
+def explained_start(model_dir: str, start):
+    """`start()` (an engine's construction); vLLM's "failed to be inspected" names its cause."""
+    try:
+        return start()
+    except Exception as e:
+        cause = _inspection_root_cause(model_dir) if "to be inspected" in str(e) else None
+        if cause is None:
+            raise
+        said = next(ln.strip() for ln in str(e).splitlines() if "to be inspected" in ln)
+        raise RuntimeError(f"{said} Root cause: {cause}") from e
+
+
+def load_info(llm, trace, req: LoadRequest, kwargs: dict, budget) -> dict[str, Any]:
+    """What a load reports: the model runner that really ran and why, the effective config,
+    the engine trace, the KV budget, versions. `llm` is vllm.LLM or anything with its
+    `llm_engine.vllm_config` and `collective_rpc` (the AsyncLLM runner's view)."""
+    import torch
+    import transformers
+    import vllm
+
+    from harness.engine.target import vllm_provenance
+
+    actual, evidence = _actual_runner(llm)
+    return {
+        "actual_runner": actual,
+        "runner_evidence": evidence,
+        "runner_proven": actual != "unknown",  # read from the engine's model runner class
+        "runner_choice": _why_runner(llm, actual),
+        "effective": _effective_config(llm),
+        "engine_trace": trace.as_info(),
+        "device": req.device,
+        "engine_kwargs": {k: v for k, v in kwargs.items()},
+        **({"lora_adapter": req.lora_dir} if req.lora_dir else {}),
+        "kv_budget": {
+            **budget.as_info(),
+            "overridden_by_case": "kv_cache_memory_bytes" in req.engine,
+        },
+        "triton_interpreted": os.environ.get("TRITON_INTERPRET") == "1",
+        "vllm": vllm_provenance(),  # release, or a checkout's commit and tree state
+        "versions": {
+            "vllm": vllm.__version__,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        },
+    }
 
 
 def lora_engine_kwargs(lora_dir: str) -> dict[str, Any]:
@@ -436,7 +466,7 @@ def lora_engine_kwargs(lora_dir: str) -> dict[str, Any]:
     return {"enable_lora": True, "max_loras": 1, "max_lora_rank": rank}
 
 
-def _meta(output, sent: dict | None = None) -> dict[str, Any]:
+def output_meta(output, sent: dict | None = None) -> dict[str, Any]:
     """What vLLM reports of one request: its id, the prompt token ids it ran, prefix-cache hits;
     with `sent`, what the runner sent it as. For prompt embeddings vLLM runs no ids (it reports
     placeholder zeros, kept as `engine_prompt_token_ids`): the ids compared with the reference's
@@ -456,7 +486,7 @@ def _meta(output, sent: dict | None = None) -> dict[str, Any]:
     return {**meta, **sent}
 
 
-def _prompt(item):
+def engine_prompt(item):
     """A text prompt as is; an image reference as vLLM's multimodal prompt, with its text when the
     item holds one ({"text", "image"}), else an empty text."""
     from harness.matrix.images import image, is_image
@@ -516,7 +546,7 @@ def _score_input(item):
     return {"content": parts}
 
 
-def _to_numpy(data) -> np.ndarray:
+def to_numpy(data) -> np.ndarray:
     if hasattr(data, "detach"):
         return data.detach().float().cpu().numpy().astype(np.float32)
     return np.asarray(data, dtype=np.float32)

@@ -33,15 +33,15 @@ def test_texts_with_images_are_hashed_over_their_pixels(monkeypatch):
 
 
 def test_the_vllm_prompt_of_a_text_with_an_image_holds_both():
-    from harness.runners.vllm import _prompt
+    from harness.runners.vllm import engine_prompt
 
     item = input_set("texts-with-images").items[2]
-    prompt = _prompt(item)
+    prompt = engine_prompt(item)
     assert prompt["prompt"] == item["text"]
     assert prompt["multi_modal_data"]["image"] is images.image(item["image"])
     # an image alone keeps its empty text; a text stays a plain string
-    assert _prompt({"image": item["image"]})["prompt"] == ""
-    assert _prompt("a text") == "a text"
+    assert engine_prompt({"image": item["image"]})["prompt"] == ""
+    assert engine_prompt("a text") == "a text"
 
 
 def test_the_clip_reference_refuses_a_mixed_prompt_before_loading_a_model():

@@ -7,7 +7,7 @@ import weakref
 import pytest
 
 from harness.runners import freeze_what_is_alive
-from harness.runners.vllm import _heap_kept_frozen
+from harness.runners.vllm import heap_kept_frozen
 
 
 class Node:
@@ -22,11 +22,11 @@ def _unfreeze_after():
 
 
 def test_what_an_engine_allocates_is_freed_by_the_collection_at_unload():
-    with _heap_kept_frozen(freeze_first=True):
+    with heap_kept_frozen(freeze_first=True):
         engine = Node()
         gc.freeze()  # what vLLM's engine core does at the end of its start: here, nothing
         alive = weakref.ref(engine)
-    with _heap_kept_frozen(freeze_first=False):
+    with heap_kept_frozen(freeze_first=False):
         gc.unfreeze()  # and at shutdown
         gc.collect()
     del engine
@@ -36,7 +36,7 @@ def test_what_an_engine_allocates_is_freed_by_the_collection_at_unload():
 
 def test_vllms_freeze_counts_again_after_the_block_even_if_the_start_failed():
     real = gc.freeze, gc.unfreeze
-    with pytest.raises(RuntimeError), _heap_kept_frozen(freeze_first=True):
+    with pytest.raises(RuntimeError), heap_kept_frozen(freeze_first=True):
         raise RuntimeError("engine start failed")
     assert (gc.freeze, gc.unfreeze) == real
     before = gc.get_freeze_count()

@@ -65,7 +65,7 @@ ITEMS = [f"text number {i}" for i in range(6)]
 
 def test_every_item_is_in_flight_at_once_and_answers_are_matched_by_request_id():
     engine = FakeAsyncLLM()
-    outs = _runner(engine).run("embed", ITEMS, Request(truncate=24))
+    outs = _runner(engine).run("embed", ITEMS, Request(truncate=24)).outputs
     assert [float(o[0]) for o in outs] == [float(i) for i in range(6)]  # finished in reverse
     assert len({rid for rid, *_ in engine.sent}) == 6
     params, tok = engine.sent[0][2], engine.sent[0][3]
@@ -83,11 +83,12 @@ def test_use_activation_and_the_pooling_task_of_a_reward_case():
 def test_also_in_flight_sends_each_item_for_the_other_task_and_compares_only_its_own():
     engine = FakeAsyncLLM()
     runner = _runner(engine)
-    outs = runner.run("classify", ITEMS, Request(also_in_flight=["token_classify"]))
+    result = runner.run("classify", ITEMS, Request(also_in_flight=["token_classify"]))
+    outs = result.outputs
     tasks = [p.task for _, _, p, _ in engine.sent]
     assert tasks == ["classify", "token_classify"] * 6  # interleaved: the steps hold both
     assert [float(o[0]) for o in outs] == [float(i) for i in range(6)]
-    assert len(runner.evidence().records) == 6
+    assert len(result.evidence.records) == 6
 
 
 def test_a_hang_is_a_timed_out_error_naming_the_open_requests(monkeypatch):
@@ -118,7 +119,7 @@ def test_a_failed_request_fails_the_run_with_its_own_error():
 
 def test_a_score_case_is_refused_by_the_runner_naming_the_tasks_it_sends():
     with pytest.raises(ValueError, match="no score API"):
-        _runner(FakeAsyncLLM())._call("score", [("q", "d")], None)
+        _runner(FakeAsyncLLM())._call("score", [("q", "d")], {}, {})
 
 
 def test_the_async_runner_names_a_kind_of_its_own_with_its_engine_env():
@@ -152,7 +153,7 @@ def test_also_in_flight_reaches_the_server_as_requests_of_the_other_task_in_flig
     runner.server.url, runner.model = "http://server.test", "m"
     runner.server.proc = type("Alive", (), {"poll": lambda self: None})()
     runner.transport = httpx.MockTransport(handler)
-    outs = runner.run("classify", ITEMS[:3], Request(also_in_flight=["token_classify"]))
+    outs = runner.run("classify", ITEMS[:3], Request(also_in_flight=["token_classify"])).outputs
     assert [float(o[0]) for o in outs] == [0.0, 1.0, 2.0]  # the case's own answers only
     posts = [s for s in sent if s[0] != "/tokenize"]
     assert sorted(posts) == sorted([("/classify", None)] * 3 + [("/pooling", "token_classify")] * 3)

@@ -42,6 +42,7 @@ ADDED = {
     "gte": {"GteModel"},
     "qwen3-vl": {"ColQwen3"},  # ColQwen3 late interaction on Qwen3-VL
     "gritlm": {"GritLM"},  # a Mistral under vLLM 0.28's GritLM architecture name
+    "gemma3-text": {"Gemma3TextModel"},  # EmbeddingGemma: bidirectional Gemma 3, sliding window
 }
 NOW = {k: BEFORE.get(k, set()) | ADDED.get(k, set()) for k in {*BEFORE, *ADDED}}
 

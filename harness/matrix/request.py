@@ -136,6 +136,20 @@ class RequestOptions(_Strict):
     colbert: ColbertIds | None = None
     # embed / classify: each text sent as a chat conversation (ChatOptions; server runners only)
     chat: ChatOptions | None = None
+    # score, vLLM's offline runners only: the score template vLLM is given (LLM.score's
+    # chat_template), by name: harness.matrix.score_templates. vLLM renders a pair through a
+    # template only when given one (an LLM reranker's published prompt, e.g.
+    # Qwen3-VL-Reranker's); the reference builds that prompt from the model's own code instead
+    score_template: str | None = None
+
+    @field_validator("score_template")
+    @classmethod
+    def _known_template(cls, v: str | None) -> str | None:
+        from harness.matrix.score_templates import SCORE_TEMPLATES
+
+        if v is not None and v not in SCORE_TEMPLATES:
+            raise ValueError(f"unknown score_template {v!r}; valid: {', '.join(SCORE_TEMPLATES)}")
+        return v
 
     @field_validator("truncate")
     @classmethod

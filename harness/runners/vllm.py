@@ -16,6 +16,7 @@ import numpy as np
 from harness.engine.target import vllm_version
 from harness.matrix.evidence import RequestsEvidence, RunEvidence
 from harness.matrix.request import Request
+from harness.matrix.score_templates import SCORE_TEMPLATES
 from harness.runners import LoadRequest, freeze_what_is_alive
 from harness.runners.prompt_forms import (
     digest,
@@ -265,14 +266,15 @@ class VllmRunner:
                 {"prompt_token_ids": colbert_ids(hf_tok, it, spec, spec["role"])} for it in items
             ]
         caps = request.text_caps() or None
+        template = SCORE_TEMPLATES[request.score_template] if request.score_template else None
         self.trace.reset()
         if request.expect_refusal:
             answered = run_expecting_refusal(
-                lambda batch: self._call(task, batch, tok, dims, act, caps), list(items)
+                lambda batch: self._call(task, batch, tok, dims, act, caps, template), list(items)
             )
         else:
             answered = run_with_options(
-                lambda batch: self._call(task, batch, tok, dims, act, caps),
+                lambda batch: self._call(task, batch, tok, dims, act, caps, template),
                 paired(list(items), request.prompt_forms),
                 request,
             )
@@ -290,6 +292,7 @@ class VllmRunner:
         dims: int | None = None,
         act: bool | None = None,
         caps: dict[str, int] | None = None,
+        template: str | None = None,
     ) -> list[tuple[np.ndarray, dict]]:
         kw: dict[str, Any] = {"use_tqdm": False}
         if self.lora is not None:
@@ -318,6 +321,8 @@ class VllmRunner:
                 for o, s in zip(self.llm.classify(prompts, **kw), sent)
             ]
         if task == "score":
+            if template:
+                kw["chat_template"] = template
             outs = self.llm.score(
                 [_score_input(q) for q, _ in items], [_score_input(d) for _, d in items], **kw
             )

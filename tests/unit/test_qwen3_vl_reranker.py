@@ -1,0 +1,59 @@
+"""Qwen3-VL-Reranker: the published prompt as the reference renders it (the checkpoint's chat
+template over format_mm_instruction's messages) and as vLLM is given it (the score template
+named by the case, rendered over vLLM's "query" / "document" messages) are the same text, for
+text and image documents; the template and its request field are refused where they cannot
+apply."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.matrix.request import RequestOptions
+from harness.matrix.score_templates import SCORE_TEMPLATES
+from harness.models.synthetic import qwen3_vl as q3
+from harness.runners.hf.qwen3_vl_reranker import DEFAULT_INSTRUCTION, reranker_messages
+
+IMAGE = {"image": "synthetic-images/0"}
+PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"  # vLLM's Qwen3-VL image placeholder
+
+
+@pytest.fixture(scope="module")
+def processor(tmp_path_factory):
+    from transformers import AutoProcessor
+
+    out = tmp_path_factory.mktemp("qwen3-vl-reranker")
+    q3._qwen3_vl_tokenizer_and_processor(out, q3._qwen3_vl_config(), chat_template=True)
+    return AutoProcessor.from_pretrained(out)
+
+
+def vllm_prompt(query: str, document: str) -> str:
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    template = _compile_jinja_template(SCORE_TEMPLATES["qwen3-vl-reranker"])
+    return template.render(
+        messages=[{"role": "query", "content": query}, {"role": "document", "content": document}]
+    )
+
+
+@pytest.mark.parametrize(
+    "document, as_vllm_sees_it",
+    [("the red house on the hill", "the red house on the hill"), (IMAGE, PLACEHOLDER)],
+)
+def test_the_reference_and_vllm_get_the_same_prompt(processor, document, as_vllm_sees_it):
+    reference = processor.apply_chat_template(
+        reranker_messages("a red house", document), tokenize=False, add_generation_prompt=True
+    )
+    assert reference == vllm_prompt("a red house", as_vllm_sees_it)
+    assert reference.startswith("<|im_start|>system\nJudge whether the Document")
+    assert f"<Instruct>: {DEFAULT_INSTRUCTION}<Query>:a red house\n<Document>:" in reference
+    assert reference.endswith("<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_yes_and_no_are_single_tokens(processor):
+    vocab = processor.tokenizer.get_vocab()
+    assert "yes" in vocab and "no" in vocab
+
+
+def test_an_unknown_score_template_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match="unknown score_template 'qwen3'.*qwen3-vl-reranker"):
+        RequestOptions(score_template="qwen3")

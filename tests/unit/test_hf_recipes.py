@@ -76,6 +76,7 @@ ADDED = {
     "colqwen3-maxsim": 1,
     "gritlm-embed": 1,  # the gritlm package's GritLM.encode(instruction=...)
     "qwen3-vl-reranker": 1,  # Qwen3-VL-Reranker's published scoring code
+    "qwen3-vl-sequence-classification": 1,  # Qwen3VLModel + the checkpoint's score head
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {
@@ -85,6 +86,7 @@ ADDED_BY_ARCH = {
     ("ColQwen3", "score"): "colqwen3-maxsim",
     ("GritLM", "embed"): "gritlm-embed",
     ("Qwen3VLForConditionalGeneration", "score"): "qwen3-vl-reranker",
+    ("Qwen3VLForSequenceClassification", "classify"): "qwen3-vl-sequence-classification",
 }
 
 

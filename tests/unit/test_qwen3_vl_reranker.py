@@ -57,3 +57,23 @@ def test_yes_and_no_are_single_tokens(processor):
 def test_an_unknown_score_template_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match="unknown score_template 'qwen3'.*qwen3-vl-reranker"):
         RequestOptions(score_template="qwen3")
+
+
+def test_a_sequence_classifier_declares_its_labels_on_the_top_level_config_only(tmp_path):
+    """The layout of vllm#50950's checkpoints: num_labels on the top-level config, the text
+    config at transformers' default 2; score.weight of num_labels rows, no lm_head."""
+    import json
+
+    from safetensors.numpy import load_file
+
+    from harness.matrix.schema import SyntheticModel
+    from harness.models.synthetic import build
+
+    spec = SyntheticModel(source="synthetic", arch=q3.SEQ_CLS, seed=291, config={"num_labels": 3})
+    build(spec, tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config["architectures"] == [q3.SEQ_CLS] and len(config["id2label"]) == 3
+    assert len(config["text_config"].get("id2label") or {0: 0, 1: 1}) == 2
+    weights = load_file(str(tmp_path / "m" / "model.safetensors"))
+    assert weights["score.weight"].shape == (3, 64)
+    assert not any(k.startswith("lm_head.") for k in weights)

@@ -19,6 +19,8 @@ from harness.models.synthetic.qwen2_vl import QWEN_VL_SPECIALS, qwen_vl_vocab
 # `nn.Linear(hidden_size, self.dim)`: bias included
 COLQWEN3_DIM = 320
 COLQWEN3_PROJECTION = "custom_text_proj"
+# a multimodal sequence classifier: no class of its own in transformers (built from the VLM)
+SEQ_CLS = "Qwen3VLForSequenceClassification"
 
 
 # Qwen3-VL's chat template reduced to what the reranker's messages use: a turn per message,
@@ -88,10 +90,12 @@ def _colqwen3_projection(out: Path, spec: SyntheticModel, config) -> None:
     bias: a bias-free projection); `architectures` names ColQwen3."""
     from safetensors.numpy import load_file, save_file
 
-    if spec.arch != "ColQwen3":  # the reranker's causal VLM: saved as transformers saves it
+    if spec.arch != "ColQwen3":
         if spec.head:
             raise ValueError(f"{spec.arch} writes no head: `head` options {spec.head}")
-        return
+        if spec.arch == SEQ_CLS:
+            _seq_cls_head(out, spec, config)
+        return  # the reranker's causal VLM: saved as transformers saves it
     if unknown := sorted(set(spec.head) - {"bias"}):
         raise ValueError(f"ColQwen3 head options are {{bias: true|false}}, not {unknown}")
     hidden = config.text_config.hidden_size
@@ -106,6 +110,24 @@ def _colqwen3_projection(out: Path, spec: SyntheticModel, config) -> None:
     save_file(weights, str(path), metadata={"format": "pt"})
     cfg = json.loads((out / "config.json").read_text())
     cfg["architectures"] = [spec.arch]  # save_pretrained wrote the backbone's class name
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def _seq_cls_head(out: Path, spec: SyntheticModel, config) -> None:
+    """A Qwen3-VL sequence classifier as a converted or fine-tuned checkpoint holds it: the VLM's
+    backbone without lm_head, plus `score.weight` [num_labels, hidden] seeded like every other
+    parameter. num_labels is the top-level config's (the case's `config: {num_labels: N}`); the
+    text config keeps transformers' default 2, as real multimodal checkpoints do (vllm#50950)."""
+    from safetensors.numpy import load_file, save_file
+
+    path = out / "model.safetensors"
+    weights = {k: v for k, v in load_file(str(path)).items() if not k.startswith("lm_head.")}
+    shape = (int(config.num_labels), int(config.text_config.hidden_size))
+    std = float(config.initializer_range)
+    weights["score.weight"] = seeded_values(spec.seed, "score.weight", shape, std)
+    save_file(weights, str(path), metadata={"format": "pt"})
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["architectures"] = [spec.arch]  # save_pretrained wrote the causal VLM's class name
     (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
@@ -166,8 +188,9 @@ register(
         tokenizer=_qwen3_vl_tokenizer_and_processor,
         # Qwen3VLForConditionalGeneration: Qwen3-VL-Reranker, a causal VLM scored by its
         # "yes"/"no" logits (its own layout: model.visual, model.language_model, lm_head)
-        archs=("ColQwen3", "Qwen3VLForConditionalGeneration"),
-        hf_class={"ColQwen3": "Qwen3VLModel"},
+        # Qwen3VLForSequenceClassification: the VLM with a `score` head of num_labels rows
+        archs=("ColQwen3", "Qwen3VLForConditionalGeneration", SEQ_CLS),
+        hf_class={"ColQwen3": "Qwen3VLModel", SEQ_CLS: "Qwen3VLForConditionalGeneration"},
         # Qwen3VLModel saves `visual.X` / `language_model.X`; ColQwen3 checkpoints in the
         # layout of Qwen3VLForConditionalGeneration (colpali-engine's key mapping, vLLM's
         # "ColPali / nvidia" naming) hold `model.visual.X` / `model.language_model.X`

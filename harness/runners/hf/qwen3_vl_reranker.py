@@ -105,3 +105,64 @@ def _qwen3_vl_reranker(runner: HFRunner, items: list, request: Request) -> list[
             out.append(np.asarray([float(score)], dtype=np.float32))
     return out
 
+
+# A Qwen3-VL sequence classifier as vLLM's converter (examples/pooling/score/
+# convert_model_to_seq_cls.py) and its users save one: the VLM's backbone (model.visual,
+# model.language_model) and a `score.weight` [num_labels, hidden], num_labels on the top-level
+# config. transformers has no Qwen3VLForSequenceClassification; the recipe is its
+# *ForSequenceClassification convention (Qwen3ForSequenceClassification's): the score head on
+# the last token's final hidden state, softmax over the labels (sigmoid for one).
+@recipe(
+    "qwen3-vl-sequence-classification",
+    default_for=[("Qwen3VLForSequenceClassification", "classify")],
+)
+def _qwen3_vl_sequence_classification(
+    runner: HFRunner, items: list, request: Request
+) -> list[np.ndarray]:
+    """text -> softmax(score . h_last) of Qwen3VLModel, the head read from the checkpoint."""
+    import torch
+    from transformers import AutoTokenizer, Qwen3VLModel
+
+    from harness.runners.hf import torch_dtype
+
+    if request.truncate:
+        raise ValueError("qwen3-vl-sequence-classification does not implement truncate")
+    assert runner.req is not None
+    req = runner.req
+    model = runner.loaded(
+        "qwen3-vl-backbone",
+        lambda: (
+            Qwen3VLModel.from_pretrained(
+                req.model_dir, dtype=torch_dtype(req.dtype), local_files_only=True
+            )
+            .to(req.device)
+            .eval()
+        ),
+    )
+    head = runner.loaded("score", lambda: _score_head(req.model_dir, model.dtype, req.device))
+    tok = runner.loaded(
+        "tokenizer", lambda: AutoTokenizer.from_pretrained(req.model_dir, local_files_only=True)
+    )
+    out = []
+    with torch.inference_mode():
+        for text in items:
+            ids = tok(text)["input_ids"]
+            runner.note_tokens(ids)
+            hidden = model(input_ids=torch.tensor([ids], device=req.device)).last_hidden_state
+            logits = (hidden[0, -1] @ head.T).float()
+            probs = torch.sigmoid(logits) if logits.numel() == 1 else torch.softmax(logits, -1)
+            out.append(probs.cpu().numpy().astype(np.float32))
+    return out
+
+
+def _score_head(model_dir: str, dtype, device):
+    """The checkpoint's `score.weight` (transformers' Qwen3VLModel does not read it)."""
+    from pathlib import Path
+
+    import torch
+    from safetensors.torch import load_file
+
+    weights = load_file(str(Path(model_dir) / "model.safetensors"))
+    if "score.weight" not in weights:
+        raise ValueError(f"{model_dir}: no score.weight (not a sequence-classification checkpoint)")
+    return weights["score.weight"].to(device=device, dtype=dtype or torch.float32)

@@ -77,3 +77,43 @@ def test_a_sequence_classifier_declares_its_labels_on_the_top_level_config_only(
     weights = load_file(str(tmp_path / "m" / "model.safetensors"))
     assert weights["score.weight"].shape == (3, 64)
     assert not any(k.startswith("lm_head.") for k in weights)
+
+
+SCORE_CASE = """
+defaults:
+  inputs: query-document-pairs
+  tolerances:
+    float32: {max_abs: 1.0e-5}
+families:
+  vl-rerank:
+    task: score
+cases:
+  - id: one
+    family: vl-rerank
+    runners: RUNNERS
+    request: {score_template: qwen3-vl-reranker}
+    model: {source: synthetic, arch: Qwen3VLForConditionalGeneration}
+"""
+
+
+@pytest.mark.parametrize(
+    "runners, task, refused",
+    [
+        ("[hf, vllm-v1, vllm-v2]", "score", None),
+        ("[hf, vllm-serve-v1]", "score", "on vllm-serve-v1"),
+        ("[hf, vllm-v1]", "embed", "not task 'embed'"),
+    ],
+)
+def test_a_score_template_goes_to_offline_score_cases_only(write_matrix, runners, task, refused):
+    """vLLM's offline LLM.score takes the template per call; a server takes its template at start
+    (not per request), and no other task renders a pair: both refused when the matrix loads."""
+    from harness.matrix.schema import MatrixError
+    from harness.run.matrices import load_matrix
+
+    text = SCORE_CASE.replace("RUNNERS", runners).replace("task: score", f"task: {task}")
+    if refused is None:
+        (case,) = load_matrix(write_matrix(text)).cases
+        assert case.request.score_template == "qwen3-vl-reranker"
+        return
+    with pytest.raises(MatrixError, match=f"score_template applies to task 'score'.*{refused}"):
+        load_matrix(write_matrix(text))

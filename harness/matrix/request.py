@@ -148,6 +148,20 @@ class RequestOptions(_Strict):
     also_in_flight: list[Literal["embed", "classify", "token_classify", "token_embed"]] | None = (
         None
     )
+    # score, vLLM's offline runners only: the score template vLLM is given (LLM.score's
+    # chat_template), by name: harness.matrix.score_templates. vLLM renders a pair through a
+    # template only when given one (an LLM reranker's published prompt, e.g.
+    # Qwen3-VL-Reranker's); the reference builds that prompt from the model's own code instead
+    score_template: str | None = None
+
+    @field_validator("score_template")
+    @classmethod
+    def _known_template(cls, v: str | None) -> str | None:
+        from harness.matrix.score_templates import SCORE_TEMPLATES
+
+        if v is not None and v not in SCORE_TEMPLATES:
+            raise ValueError(f"unknown score_template {v!r}; valid: {', '.join(SCORE_TEMPLATES)}")
+        return v
 
     @field_validator("truncate")
     @classmethod
@@ -230,7 +244,8 @@ class ToVllm:
 # Every request field that travels to vLLM as a value, by name. Fields not named here travel as
 # code of each runner, since they change what is sent rather than adding a value to it:
 # `instruction` and `prompt_name` (a prefix; /v2/embed), `colbert` (token ids), `chat`
-# (messages), `also_in_flight` (more requests), `serve` (the server runners' own).
+# (messages), `also_in_flight` (more requests), `score_template` (LLM.score's chat_template),
+# `serve` (the server runners' own).
 TO_VLLM: dict[str, ToVllm] = {
     # vLLM's truncate_prompt_tokens: N tokens, or -1 for max_model_len
     "truncate": ToVllm("tokenization_kwargs", "truncate_prompt_tokens", "truncate_prompt_tokens"),
@@ -257,7 +272,15 @@ TO_VLLM: dict[str, ToVllm] = {
         tokenize=True,
     ),
 }
-_SPECIAL = ("serve", "instruction", "prompt_name", "colbert", "chat", "also_in_flight")
+_SPECIAL = (
+    "serve",
+    "instruction",
+    "prompt_name",
+    "colbert",
+    "chat",
+    "also_in_flight",
+    "score_template",
+)
 if set(TO_VLLM) | set(_SPECIAL) != set(RequestOptions.model_fields):
     raise TypeError(  # a new request field says how it reaches vLLM, or is a special case
         "harness.matrix.request.TO_VLLM: every request field but "

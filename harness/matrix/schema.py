@@ -653,6 +653,14 @@ class Case(_Strict):
                 "use_activation is sent per request and the reference follows it: drop "
                 "hf.use_activation (that one is for an engine-wide pooler_config setting)"
             )
+        if self.request.score_template is not None:
+            servers = [r for r in self.runners if runner_info(r).is_server]
+            if self.task != "score" or servers:
+                raise ValueError(
+                    f"score_template applies to task 'score' on hf and vLLM's offline runners "
+                    f"(LLM.score's chat_template; a server takes its template at start), not "
+                    f"task {self.task!r} on {', '.join(servers) or 'these runners'}"
+                )
         if self.request.chat is not None and (
             self.task not in ("embed", "classify")
             or self.prompt_form != "text"

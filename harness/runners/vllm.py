@@ -16,6 +16,7 @@ import numpy as np
 from harness.engine.target import vllm_version
 from harness.matrix.evidence import RequestsEvidence, RunEvidence
 from harness.matrix.request import Request, offline_kwargs
+from harness.matrix.score_templates import SCORE_TEMPLATES
 from harness.runners import LoadRequest, RunResult, freeze_what_is_alive
 from harness.runners.prompt_forms import (
     digest,
@@ -218,14 +219,15 @@ class VllmRunner:
             items = [
                 {"prompt_token_ids": colbert_ids(hf_tok, it, spec, spec["role"])} for it in items
             ]
+        template = SCORE_TEMPLATES[request.score_template] if request.score_template else None
         self.trace.reset()
         if request.expect_refusal:
             answered = run_expecting_refusal(
-                lambda batch: self._call(task, batch, tok, params), list(items)
+                lambda batch: self._call(task, batch, tok, params, template), list(items)
             )
         else:
             answered = run_with_options(
-                lambda batch: self._call(task, batch, tok, params),
+                lambda batch: self._call(task, batch, tok, params, template),
                 paired(list(items), request.prompt_forms),
                 request,
             )
@@ -241,10 +243,11 @@ class VllmRunner:
         )
 
     def _call(
-        self, task: str, items: list, tok: dict, params: dict
+        self, task: str, items: list, tok: dict, params: dict, template: str | None = None
     ) -> list[tuple[np.ndarray, dict]]:
         """One LLM call: `tok` its tokenization_kwargs, `params` its PoolingParams fields (both
-        from harness.matrix.request.offline_kwargs; none set: vLLM's defaults)."""
+        from harness.matrix.request.offline_kwargs; none set: vLLM's defaults); `template` a
+        score case's chat template (request.score_template)."""
         kw: dict[str, Any] = {"use_tqdm": False}
         if self.lora is not None:
             kw["lora_request"] = self.lora
@@ -267,6 +270,8 @@ class VllmRunner:
                 for o, s in zip(self.llm.classify(prompts, **kw), sent)
             ]
         if task == "score":
+            if template:
+                kw["chat_template"] = template
             outs = self.llm.score(
                 [_score_input(q) for q, _ in items], [_score_input(d) for _, d in items], **kw
             )

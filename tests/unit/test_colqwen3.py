@@ -21,7 +21,8 @@ def test_the_tiny_qwen3_vl_config_is_consistent_and_the_same_each_time():
     from transformers import AutoConfig
 
     fam = ARCHS["qwen3-vl"]
-    assert fam.config == q3._qwen3_vl_config() and fam.archs == ("ColQwen3",)
+    assert fam.config == q3._qwen3_vl_config()
+    assert fam.archs == ("ColQwen3", "Qwen3VLForConditionalGeneration", q3.SEQ_CLS)
     config = AutoConfig.for_model("qwen3_vl", **fam.config)
     text, vision = config.text_config, config.vision_config
     # M-RoPE sections cover the rotary half of a head; the vision tower feeds the text width

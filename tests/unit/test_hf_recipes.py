@@ -75,6 +75,8 @@ ADDED = {
     "colqwen3-token-embed": 1,  # colpali-engine's ColQwen3
     "colqwen3-maxsim": 1,
     "gritlm-embed": 1,  # the gritlm package's GritLM.encode(instruction=...)
+    "qwen3-vl-reranker": 1,  # Qwen3-VL-Reranker's published scoring code
+    "qwen3-vl-sequence-classification": 1,  # Qwen3VLModel + the checkpoint's score head
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {
@@ -83,6 +85,8 @@ ADDED_BY_ARCH = {
     ("ColQwen3", "token_embed"): "colqwen3-token-embed",
     ("ColQwen3", "score"): "colqwen3-maxsim",
     ("GritLM", "embed"): "gritlm-embed",
+    ("Qwen3VLForConditionalGeneration", "score"): "qwen3-vl-reranker",
+    ("Qwen3VLForSequenceClassification", "classify"): "qwen3-vl-sequence-classification",
 }
 
 

@@ -49,7 +49,15 @@ def test_nothing_set_sends_nothing():
 
 
 def test_every_request_field_is_declared_or_named_a_special_case():
-    special = {"serve", "instruction", "prompt_name", "colbert", "chat", "also_in_flight"}
+    special = {
+        "serve",
+        "instruction",
+        "prompt_name",
+        "colbert",
+        "chat",
+        "also_in_flight",
+        "score_template",
+    }
     assert set(TO_VLLM) | special == set(RequestOptions.model_fields)
     assert {n for n, to in TO_VLLM.items() if to.declared} <= set(DECLARED_FIELDS)
     assert set(REQUEST_FIELDS) == set(RequestOptions.model_fields) - {"serve", "chat", "colbert"}

@@ -40,8 +40,10 @@ ADDED = {
     "gemma": {"GemmaForCausalLM"},  # bge-reranker-v2-gemma's "Yes"-logit causal LM
     "nomic_bert": {"NomicBertModel"},  # rotary encoders (vLLM bert_with_rope)
     "gte": {"GteModel"},
-    "qwen3-vl": {"ColQwen3"},  # ColQwen3 late interaction on Qwen3-VL
+    # ColQwen3; Qwen3-VL-Reranker's causal VLM; a Qwen3-VL sequence classifier
+    "qwen3-vl": {"ColQwen3", "Qwen3VLForConditionalGeneration", "Qwen3VLForSequenceClassification"},
     "gritlm": {"GritLM"},  # a Mistral under vLLM 0.28's GritLM architecture name
+    "gemma3-text": {"Gemma3TextModel"},  # EmbeddingGemma: bidirectional Gemma 3, sliding window
 }
 NOW = {k: BEFORE.get(k, set()) | ADDED.get(k, set()) for k in {*BEFORE, *ADDED}}
 

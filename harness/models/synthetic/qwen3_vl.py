@@ -1,7 +1,9 @@
-"""ColQwen3 (colpali-engine's late-interaction retriever on Qwen3-VL): a tiny Qwen3-VL with its
-vision tower (deepstack included), the ColQwen3 projection `custom_text_proj` (a Linear with a
-bias, as colpali-engine builds it), the Qwen tokenizer with the vision specials and Qwen3-VL's
-processor files, all written here (no hub)."""
+"""Qwen3-VL: a tiny Qwen3-VL with its vision tower (deepstack included), the Qwen tokenizer with
+the vision specials and Qwen3-VL's processor files, all written here (no hub). Two architectures:
+ColQwen3 (colpali-engine's late-interaction retriever: the projection `custom_text_proj`, a
+Linear with a bias, as colpali-engine builds it) and Qwen3VLForConditionalGeneration (the causal
+VLM Qwen3-VL-Reranker ships: scored by its "yes"/"no" logits; `tokenizer: {chat_template: true}`
+saves a chat template in Qwen3-VL's layout for its published scoring code)."""
 
 from __future__ import annotations
 
@@ -17,12 +19,32 @@ from harness.models.synthetic.qwen2_vl import QWEN_VL_SPECIALS, qwen_vl_vocab
 # `nn.Linear(hidden_size, self.dim)`: bias included
 COLQWEN3_DIM = 320
 COLQWEN3_PROJECTION = "custom_text_proj"
+# a multimodal sequence classifier: no class of its own in transformers (built from the VLM)
+SEQ_CLS = "Qwen3VLForSequenceClassification"
 
 
-def _qwen3_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
+# Qwen3-VL's chat template reduced to what the reranker's messages use: a turn per message,
+# `content` a string or a list of parts (text as is, an image as the vision placeholder), the
+# assistant header on add_generation_prompt (Qwen3-VL-Instruct's layout, no think block)
+QWEN3_VL_CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\n' }}"
+    "{%- if message['content'] is string %}{{- message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'image' %}{{- '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{%- elif part['type'] == 'text' %}{{- part['text'] }}{%- endif %}"
+    "{%- endfor %}{%- endif %}"
+    "{{- '<|im_end|>\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"
+)
+
+
+def _qwen3_vl_tokenizer_and_processor(out: Path, config: dict, chat_template: bool = False) -> None:
     """Qwen2 byte-level BPE plus the vision specials, saved as one Qwen3VLProcessor with
     Qwen3-VL's image processor sized for the harness's 64x64 images (4 merged tokens each, at
-    most 16) and its video processor (vLLM's Qwen3-VL processing reads both)."""
+    most 16) and its video processor (vLLM's Qwen3-VL processing reads both);
+    `chat_template=True` saves QWEN3_VL_CHAT_TEMPLATE with them."""
     from transformers import Qwen2Tokenizer, Qwen3VLProcessor
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
@@ -56,9 +78,10 @@ def _qwen3_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
     videos = Qwen3VLVideoProcessor(
         size={"shortest_edge": tile * tile, "longest_edge": 16 * tile * tile}, **sizes
     )
-    Qwen3VLProcessor(image_processor=images, tokenizer=tok, video_processor=videos).save_pretrained(
-        out
-    )
+    processor = Qwen3VLProcessor(image_processor=images, tokenizer=tok, video_processor=videos)
+    if chat_template:
+        processor.chat_template = tok.chat_template = QWEN3_VL_CHAT_TEMPLATE
+    processor.save_pretrained(out)
 
 
 def _colqwen3_projection(out: Path, spec: SyntheticModel, config) -> None:
@@ -67,6 +90,12 @@ def _colqwen3_projection(out: Path, spec: SyntheticModel, config) -> None:
     bias: a bias-free projection); `architectures` names ColQwen3."""
     from safetensors.numpy import load_file, save_file
 
+    if spec.arch != "ColQwen3":
+        if spec.head:
+            raise ValueError(f"{spec.arch} writes no head: `head` options {spec.head}")
+        if spec.arch == SEQ_CLS:
+            _seq_cls_head(out, spec, config)
+        return  # the reranker's causal VLM: saved as transformers saves it
     if unknown := sorted(set(spec.head) - {"bias"}):
         raise ValueError(f"ColQwen3 head options are {{bias: true|false}}, not {unknown}")
     hidden = config.text_config.hidden_size
@@ -81,6 +110,24 @@ def _colqwen3_projection(out: Path, spec: SyntheticModel, config) -> None:
     save_file(weights, str(path), metadata={"format": "pt"})
     cfg = json.loads((out / "config.json").read_text())
     cfg["architectures"] = [spec.arch]  # save_pretrained wrote the backbone's class name
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def _seq_cls_head(out: Path, spec: SyntheticModel, config) -> None:
+    """A Qwen3-VL sequence classifier as a converted or fine-tuned checkpoint holds it: the VLM's
+    backbone without lm_head, plus `score.weight` [num_labels, hidden] seeded like every other
+    parameter. num_labels is the top-level config's (the case's `config: {num_labels: N}`); the
+    text config keeps transformers' default 2, as real multimodal checkpoints do (vllm#50950)."""
+    from safetensors.numpy import load_file, save_file
+
+    path = out / "model.safetensors"
+    weights = {k: v for k, v in load_file(str(path)).items() if not k.startswith("lm_head.")}
+    shape = (int(config.num_labels), int(config.text_config.hidden_size))
+    std = float(config.initializer_range)
+    weights["score.weight"] = seeded_values(spec.seed, "score.weight", shape, std)
+    save_file(weights, str(path), metadata={"format": "pt"})
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["architectures"] = [spec.arch]  # save_pretrained wrote the causal VLM's class name
     (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
@@ -139,8 +186,11 @@ register(
         model_type="qwen3_vl",
         config=_qwen3_vl_config(),
         tokenizer=_qwen3_vl_tokenizer_and_processor,
-        archs=("ColQwen3",),
-        hf_class={"ColQwen3": "Qwen3VLModel"},
+        # Qwen3VLForConditionalGeneration: Qwen3-VL-Reranker, a causal VLM scored by its
+        # "yes"/"no" logits (its own layout: model.visual, model.language_model, lm_head)
+        # Qwen3VLForSequenceClassification: the VLM with a `score` head of num_labels rows
+        archs=("ColQwen3", "Qwen3VLForConditionalGeneration", SEQ_CLS),
+        hf_class={"ColQwen3": "Qwen3VLModel", SEQ_CLS: "Qwen3VLForConditionalGeneration"},
         # Qwen3VLModel saves `visual.X` / `language_model.X`; ColQwen3 checkpoints in the
         # layout of Qwen3VLForConditionalGeneration (colpali-engine's key mapping, vLLM's
         # "ColPali / nvidia" naming) hold `model.visual.X` / `model.language_model.X`

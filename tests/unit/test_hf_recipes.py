@@ -75,6 +75,8 @@ ADDED = {
     "colqwen3-token-embed": 1,  # colpali-engine's ColQwen3
     "colqwen3-maxsim": 1,
     "gritlm-embed": 1,  # the gritlm package's GritLM.encode(instruction=...)
+    # a decoder seq classifier read as a PRM: its score head per token at the step tags
+    "hf-sequence-classification-step-reward": 1,
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {

@@ -81,6 +81,9 @@ class StDense(_Strict):
     # Dense(use_residual=True) (sentence-transformers >= 5.7): the output plus the input (projected
     # by a bias-free Linear when the widths differ); written to the config only when true
     use_residual: bool = False
+    # the module's folder, as modules.json names it (default `<idx>_Dense`); stella saves one
+    # folder per width, `2_Dense_1024`, ..., and modules.json names one (vllm#39579)
+    folder: str | None = Field(default=None, pattern=r"^[0-9]+_Dense[A-Za-z0-9_]*$")
 
 
 class SyntheticModel(_Strict):

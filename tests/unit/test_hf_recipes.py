@@ -77,6 +77,8 @@ ADDED = {
     "gritlm-embed": 1,  # the gritlm package's GritLM.encode(instruction=...)
     "qwen3-vl-reranker": 1,  # Qwen3-VL-Reranker's published scoring code
     "qwen3-vl-sequence-classification": 1,  # Qwen3VLModel + the checkpoint's score head
+    # a decoder seq classifier read as a PRM: its score head per token at the step tags
+    "hf-sequence-classification-step-reward": 1,
 }
 # the defaults they claim (for their own architecture only)
 ADDED_BY_ARCH = {

@@ -39,6 +39,10 @@ REPRO_TO_WRITE = {
     "bert-tiny-mean-embed-prefix-caching-forced": "vllm#55049: the engine refuses to start",
     "bert-tiny-mean-embed-prompt-embeds-enabled-v1": "vllm#55050: engine flag not in templates",
     "bert-tiny-mean-embed-prompt-embeds-enabled-v2": "vllm#55050, V2 (needs Triton)",
+    "xlmr-tiny-mean-embed-prefix-caching-forced": "vllm#55049 on RoBERTa: engine refuses to start",
+    "bert-tiny-cross-encoder-score-prefix-caching-forced": "vllm#55049, a cross-encoder",
+    "xlmr-tiny-mean-embed-prompt-embeds-enabled-v1": "vllm#55050 on RoBERTa: flag not in templates",
+    "bert-tiny-cross-encoder-score-prompt-embeds-enabled-v1": "vllm#55050, a cross-encoder",
     "modernbert-tiny-classify-3-silu-head": "ModernBERT head activation: no ModernBERT template",
     "nomic-bert-tiny-dynamic-ntk-short-embed": "vllm#52665: no NomicBert template",
 }

@@ -219,3 +219,34 @@ def test_pooling_format_compact_writes_the_sentence_transformers_5_4_form(tmp_pa
 def test_pooling_format_needs_pooling():
     with pytest.raises(ValidationError, match="pooling_format describes 1_Pooling"):
         SyntheticModel(source="synthetic", arch="BertModel", pooling_format="compact")
+
+
+def test_a_dense_folder_named_by_its_width_is_what_modules_json_names(tmp_path):
+    """stella's layout (vllm#39579): the Dense module saved as `2_Dense_<width>/`, named so in
+    modules.json; sentence-transformers loads it from there, with the weights the default folder
+    name would hold (seeded by the module's index, not its folder)."""
+    from sentence_transformers import SentenceTransformer
+
+    layer = {"out_features": 48, "activation_function": "torch.nn.modules.linear.Identity"}
+    spec = dict(source="synthetic", arch="BertModel", seed=4208, pooling="mean")
+    build(SyntheticModel(**spec, dense=[{**layer, "folder": "2_Dense_48"}]), tmp_path / "w")
+    build(SyntheticModel(**spec, dense=[layer]), tmp_path / "d")
+    paths = [m["path"] for m in json.loads((tmp_path / "w" / "modules.json").read_text())]
+    assert paths == ["", "1_Pooling", "2_Dense_48"] and not (tmp_path / "w" / "2_Dense").exists()
+    assert load_file(str(tmp_path / "w" / "2_Dense_48" / "model.safetensors")).keys() == {
+        "linear.weight",
+        "linear.bias",
+    }
+    width = SentenceTransformer(str(tmp_path / "w"), device="cpu").encode(TEXTS)
+    plain = SentenceTransformer(str(tmp_path / "d"), device="cpu").encode(TEXTS)
+    assert width.shape == (3, 48) and np.array_equal(width, plain)
+
+
+def test_a_dense_folder_name_must_be_a_dense_module_folder():
+    with pytest.raises(ValidationError, match="folder"):
+        SyntheticModel(
+            source="synthetic",
+            arch="BertModel",
+            pooling="mean",
+            dense=[{"out_features": 8, "folder": "../elsewhere"}],
+        )

@@ -284,12 +284,13 @@ def _write_sentence_transformers(out: Path, spec: SyntheticModel, dim: int, max_
     width = dim
     for layer in spec.dense:  # Dense modules after Pooling, as EmbeddingGemma's 2_Dense, 3_Dense
         idx = len(modules)
-        _write_st_dense(out / f"{idx}_Dense", spec.seed, idx, width, layer)
+        folder = layer.folder or f"{idx}_Dense"
+        _write_st_dense(out / folder, spec.seed, idx, width, layer)
         modules.append(
             {
                 "idx": idx,
                 "name": str(idx),
-                "path": f"{idx}_Dense",
+                "path": folder,
                 "type": "sentence_transformers.models.Dense",
             }
         )

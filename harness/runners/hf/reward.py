@@ -50,3 +50,32 @@ def _step_reward(runner: HFRunner, items: list, request: Request) -> list[np.nda
         return torch.softmax(logits[enc["input_ids"][0] == tag_id], dim=-1)
 
     return per_item(runner, items, forward, request.truncate)
+
+
+@recipe("hf-sequence-classification-step-reward")
+def _seq_classify_step_reward(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
+    """A decoder *ForSequenceClassification model read as a process reward model: its `score`
+    head on every token's last hidden state (transformers computes it so before pooling the last
+    token), softmax at the step-tag tokens only, [steps, num_labels]."""
+    import torch
+
+    model = runner.auto_model("AutoModelForSequenceClassification")
+    head = getattr(model, "score", None)
+    if head is None:
+        raise ValueError(
+            f"hf-sequence-classification-step-reward: {type(model).__name__} has no `score` "
+            "head on its hidden states (a decoder *ForSequenceClassification has one)"
+        )
+    tag = request.hf.get("step_tag")
+    if not tag:
+        raise ValueError(
+            "hf-sequence-classification-step-reward needs `hf: {step_tag: <token>}` in the case"
+        )
+    tag_id = runner.tokenizer().convert_tokens_to_ids(tag)
+
+    def forward(enc):
+        hidden = model.base_model(**enc).last_hidden_state[0]
+        logits = head(hidden)
+        return torch.softmax(logits[enc["input_ids"][0] == tag_id], dim=-1)
+
+    return per_item(runner, items, forward, request.truncate)

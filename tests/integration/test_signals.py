@@ -247,9 +247,8 @@ def test_a_parent_killed_outright_leaves_no_worker(tmp_path):
     run.assert_nothing_left()
 
 
-def test_report_writing_finishes_the_report(tmp_path, sig=signal.SIGTERM):
-    # one signal here and for golden writes (SIGINT): the same handler as every stage above, and
-    # each run costs an HF load
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_report_writing_finishes_the_report(tmp_path, sig):
     run = fault_run(tmp_path, "echo")
     run.wait_for("the last outcome", lambda: "[4/4]" in run.output())
     run.signal("comparing and report writing", sig)
@@ -285,15 +284,17 @@ def test_a_vllm_serve_start(tmp_path, sig):
     run.assert_nothing_left()
 
 
-def test_a_served_request(tmp_path):
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_a_served_request(tmp_path, sig):
     run = serve_run(tmp_path)
     run.wait_for("a served request", lambda: server_log_has(run, '"POST /v1/embeddings'))
-    run.signal("a served request", signal.SIGINT)
-    assert_partial(run, "SIGINT", kept=None)
+    run.signal("a served request", sig)
+    assert_partial(run, signal.Signals(sig).name, kept=None)
     run.assert_nothing_left()
 
 
-def test_golden_writes_finish_the_goldens(tmp_path, sig=signal.SIGINT):
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_golden_writes_finish_the_goldens(tmp_path, sig):
     golden = tmp_path / "golden"
     matrix = tmp_path / "faults.yaml"
     matrix.write_text(FAULTS.replace("BEHAVIOUR", "echo").replace("SEED", "0"))
@@ -318,4 +319,30 @@ def test_a_vllm_engine_load(tmp_path):
     run.wait_for("vLLM's engine load", lambda: run.log_has("Resolved architecture", "logs/vllm*"))
     run.signal("a vLLM engine load", signal.SIGTERM)
     assert_partial(run, "SIGTERM", kept=None)
+    run.assert_nothing_left()
+
+
+def test_parity_power_keeps_the_mutations_judged(tmp_path):
+    # the catalogue runner starts a `parity run` per mutation: SIGTERM (CI's, `timeout`'s) to it
+    # while the second mutation's engine loads; before it was wrapped, power died at once and the
+    # run below it, its workers and engines stayed. The first mutation's verdict is kept.
+    out = tmp_path / "out"
+    first, second = "normalize_l1", "mean_pool_segment_overrun"  # both reach pw-bert-tiny-mean-*
+    args = ["power", "-m", str(DATA / "power.yaml"), "--only", first, second, "--out", str(out)]
+    run = Run(args, tmp_path)
+    second_log = out / "mutations" / second / "run.log"
+    run.wait_for(
+        "the second mutation's engine load",
+        lambda: (
+            f"power: {first}: " in run.output()
+            and second_log.is_file()
+            and "loading" in second_log.read_text(errors="replace")
+        ),
+    )
+    run.signal("parity power, a mutation's run", signal.SIGTERM)
+    assert run.proc.returncode == 1, run.output()[-3000:]
+    got = json.loads((out / "power.json").read_text())
+    assert got["partial_reason"].startswith("interrupted (SIGTERM)"), got.get("partial_reason")
+    status = {m["name"]: m["status"] for m in got["mutations"]}
+    assert status[first] == "caught" and status[second] == "interrupted", status
     run.assert_nothing_left()

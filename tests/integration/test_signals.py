@@ -259,10 +259,10 @@ def test_report_writing_finishes_the_report(tmp_path, sig):
     run.assert_nothing_left()
 
 
-def serve_run(tmp: Path) -> Run:
+def serve_run(tmp: Path, env: dict[str, str] | None = None) -> Run:
     args = ["run", "-m", str(DATA / "serve-faults.yaml"), "-k", "srv-embed"]
     args += ["--runners", "vllm-serve-v1", "--jobs", "1", "--out", str(tmp / "out")]
-    return Run(args, tmp)
+    return Run(args, tmp, env)
 
 
 def server_log_has(run: Run, text: str) -> bool:
@@ -282,6 +282,37 @@ def test_a_vllm_serve_start(tmp_path, sig):
     if sig == signal.SIGTERM:
         assert_partial(run, "SIGTERM", kept=None)
     run.assert_nothing_left()
+
+
+# vLLM's API server starts a helper deaf to SIGTERM (test-only, via site): a first signal's stop
+# waits on it for PARITY_STOP_GRACE, so only a second SIGINT ends the run
+DEAF_SERVER_HELPER = """
+import subprocess, sys
+with open("/proc/self/cmdline", "rb") as f:
+    if b"vllm.entrypoints.openai.api_server" in f.read():
+        subprocess.Popen([sys.executable, "-c", "import signal, sys, time; "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('deaf helper ready', file=sys.stderr, flush=True); time.sleep(3600)"])
+"""
+
+
+def test_a_second_sigint_during_a_vllm_serve_start_leaves_nothing(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(DEAF_SERVER_HELPER)
+    path = os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    run = serve_run(tmp_path, env={"PYTHONPATH": path, "PARITY_STOP_GRACE": "3600"})
+    run.wait_for(  # the whole tree: API server, its deaf helper and its engine core
+        "the engine core's start beside a deaf helper",
+        lambda: (
+            server_log_has(run, "deaf helper ready") and server_log_has(run, "(EngineCore pid=")
+        ),
+    )
+    os.kill(run.proc.pid, signal.SIGINT)
+    run.wait_for("the first SIGINT's stop", lambda: "SIGINT: stopping every" in run.output())
+    run.signal("a vllm serve start, second SIGINT", signal.SIGINT)
+    assert run.proc.returncode == 130, run.output()[-3000:]
+    run.assert_nothing_left()  # the API server, its engine core and the deaf helper included
 
 
 @pytest.mark.parametrize("sig", SIGNALS)

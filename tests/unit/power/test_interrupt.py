@@ -41,3 +41,16 @@ def test_a_signal_keeps_what_was_judged_and_writes_a_partial_report(tmp_path, mo
     assert statuses["mean_pool_segment_overrun"][0] == "interrupted"
     assert "**Partial: interrupted (SIGTERM)" in (tmp_path / "power.md").read_text()
     assert not pool.stopping()  # handling() ended: workers may start again in this process
+
+
+def test_without_a_signal_the_report_is_whole(tmp_path, monkeypatch, guarded):
+    def fake_run_power(mutations, *args, outcomes, **kw):
+        for o in outcomes:
+            o.status = "caught"
+        return outcomes
+
+    monkeypatch.setattr(cli, "run_power", fake_run_power)
+    assert cli.main(["--only", "normalize_l1", "--out", str(tmp_path)]) == 0
+    got = json.loads((tmp_path / "power.json").read_text())
+    assert "partial_reason" not in got and got["mutations"][0]["status"] == "caught"
+    assert "Partial" not in (tmp_path / "power.md").read_text()

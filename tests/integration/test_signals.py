@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SUBPROCESS_GUARD
 
 DATA = Path(__file__).parent / "data"
 MARK = "PARITY_SIGNAL_TEST"
 HANG_GUARD = 120.0  # seconds from a signal to exit: only so that a hang fails the test
-STAGE_GUARD = 900.0  # seconds to reach a stage (a loaded machine starts a server slowly)
+STAGE_GUARD = float(SUBPROCESS_GUARD)  # to reach a stage: a hang guard (power: runs before it)
 FAULTS = """
 defaults: {runners: [hf, fake], task: embed, inputs: short-texts, family: faults}
 families:

@@ -3,6 +3,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# how long a test waits for a subprocess before calling it hung: a guard, never a budget (a loaded
+# 2-core host took 136 s for one `vllm serve` start; a run of several servers, 20 min and more)
+SUBPROCESS_GUARD = 3600
 
 
 @pytest.fixture

@@ -19,6 +19,8 @@ Standard library only: this runs before the harness's dependencies are installed
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -267,10 +269,30 @@ def no_deps_pin(name: str) -> str:
     return pins[name]
 
 
+@contextlib.contextmanager
+def _setting_up(venv: Path):
+    """One setup of `venv` at a time, across processes (engines are shared by every checkout and
+    every session): a second caller waits for the first, then reads the stamp it wrote. Without
+    it, a caller that found no stamp while an install ran started a full install of its own, and
+    the engine's files were replaced under the workers of every run using it."""
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f".{venv.name}.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+
+
 def release_env(requirement: str, backend: str, extras: tuple[str, ...]) -> EngineEnv:
     """The virtualenv of one release, created or reused: reused when it holds this requirement,
     the harness's current dependencies and at least these extras (a stamp file says so)."""
     venv = engines_dir() / requirement.replace("==", "-")
+    with _setting_up(venv):
+        return _release_env(venv, requirement, backend, extras)
+
+
+def _release_env(venv: Path, requirement: str, backend: str, extras: tuple[str, ...]) -> EngineEnv:
     python = venv / "bin" / "python"
     stamp = venv / STAMP
     have = json.loads(stamp.read_text()) if python.exists() and stamp.is_file() else {}

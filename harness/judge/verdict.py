@@ -5,8 +5,9 @@
 - error: a runner or the reference crashed, hung or refused; the reference is unusable (NaN/Inf,
          wrong count, empty) or degenerate; vLLM ran
          another model runner than asked; an invariance check did not take effect.
-- skip:  the model is not available here, or a runner's own error message is one the case declares
-         as a known environment limit (`skip_if_error`).
+- skip:  the model is not available here, the platform cannot run the row faithfully (planned as a
+         skip: harness.runners.platform.Platform.cannot_run), or a runner's own error message is
+         one the case declares as a known environment limit (`skip_if_error`).
 - xfail: a recorded divergence (`divergence:`) still diverging *inside its envelope* (`bounds:`),
          or raising its recorded error.
 - xpass: a recorded divergence that now passes (strict: fails the gate until the mark goes).

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from harness.power import catalogue, report
-from harness.power.runner import other_matrix, run_power
+from harness.power.runner import Outcome, other_matrix, run_power
+from harness.run import interrupt
 from harness.shards import ShardError, deal_round_robin, parse_shard
 
 # --against golden|hf (one name per idea, as `parity run`): how run_power holds runs to HF
@@ -115,16 +116,39 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"parity power: shard {args.shard}: {len(mutations)} of {len(names)}", file=sys.stderr
         )
+    with interrupt.handling():  # SIGINT/SIGTERM: every `parity run` below stopped, report kept
+        return _run_and_report(args, mutations, out, names)
+
+
+def interrupted(outcomes: list[Outcome], exc: BaseException) -> str:
+    """After a signal: the mutations not judged yet say so; the power report's partial reason."""
+    why = interrupt.reason(exc).split(":")[0]  # "interrupted (SIGTERM)"
+    for o in outcomes:
+        if o.status == "pending":
+            o.status, o.reason = "interrupted", f"{why} before it was judged"
+    return f"{why}: mutations not judged are reported as interrupted"
+
+
+def _run_and_report(args: argparse.Namespace, mutations: list, out: Path, names: list[str]) -> int:
+    """Judge `mutations` (this shard's share of the selection `names`) and write the report."""
     start = time.monotonic()
-    outcomes = run_power(
-        mutations,
-        args.matrix,
-        out,
-        jobs=args.jobs,
-        device=args.device,
-        reference=REFERENCE[args.against],
-        server_rows=args.server_rows,
-    )
+    outcomes = [Outcome(m) for m in mutations]
+    partial = ""
+    try:
+        run_power(
+            mutations,
+            args.matrix,
+            out,
+            jobs=args.jobs,
+            device=args.device,
+            reference=REFERENCE[args.against],
+            server_rows=args.server_rows,
+            outcomes=outcomes,
+        )
+        interrupt.finishing()  # every result is in: a first signal now lets the report be written
+    except KeyboardInterrupt as e:  # or SIGTERM (harness.run.interrupt): keep what was judged
+        interrupt.finishing()  # (a second signal still stops at once)
+        partial = interrupted(outcomes, e)
     meta = {
         "matrix": args.matrix,
         "device": args.device,
@@ -133,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         "reference": REFERENCE[args.against],
         "server_rows": args.server_rows,
         "catalogue": names,  # the whole selection, every shard's share of it
-        **({"shard": args.shard} if shard else {}),
+        **({"shard": args.shard} if args.shard else {}),
+        **({"partial_reason": partial} if partial else {}),
     }
     paths = report.write(outcomes, meta, out)
     sys.stdout.write(paths["markdown"].read_text())

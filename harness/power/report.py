@@ -16,6 +16,7 @@ FAILING = (
     "no rows",
     "error",
     "inconclusive",
+    "interrupted",  # a signal stopped the run before it was judged
 )  # an applicable mutation the gate did not catch (or could not show it caught)
 
 
@@ -62,6 +63,7 @@ def to_markdown(outcomes: list[Outcome], meta: dict) -> str:
     lines = [
         f"# Detection power · {meta['matrix']}",
         "",
+        *([f"**Partial: {meta['partial_reason']}**", ""] if meta.get("partial_reason") else []),
         f"{sum(o.status == 'caught' for o in outcomes)} caught, "
         f"{sum(o.status in FAILING for o in outcomes)} missed, "
         f"{sum(o.status == 'not applicable' for o in outcomes)} not applicable, "

@@ -335,17 +335,19 @@ def run_power(
     say=lambda s: print(s, file=sys.stderr, flush=True),
     reference: str = "recorded",
     server_rows: str = "lean",
+    outcomes: list[Outcome] | None = None,
 ) -> list[Outcome]:
     """`reference`: "recorded" runs HF once and holds every run to that recording (the
     default: no HF process per mutation); "live" runs HF again in every run. `server_rows`:
     "lean" (default) leaves out the server rows of engine-side mutations (lean_rows); "all"
-    runs every selected row."""
+    runs every selected row. `outcomes`: one per mutation, filled as each is judged (a caller
+    that passes them keeps every result obtained when a signal stops the run)."""
     if reference not in ("recorded", "live"):
         raise ValueError(f"reference must be 'recorded' or 'live', got {reference!r}")
     if server_rows not in ("lean", "all"):
         raise ValueError(f"server_rows must be 'lean' or 'all', got {server_rows!r}")
     start = time.monotonic()
-    outcomes = [Outcome(m) for m in mutations]
+    outcomes = [Outcome(m) for m in mutations] if outcomes is None else outcomes
     todo = []
     for o in outcomes:
         if _rows_of(o, matrix, device, python, server_rows):

@@ -111,6 +111,8 @@ class Executor:
             if isinstance(problem, ModelProblem):
                 for runner in self.plan.runners_of(case):
                     self._record(RunOutcome(case.id, runner, problem.status, problem.reason))
+        for (case_id, runner), why in self.plan.limits.items():  # what this platform cannot run
+            self._record(RunOutcome(case_id, runner, "skip", why))
         threads = max(1, (os.cpu_count() or 1) // self.jobs)
         self._pending = {runner: list(loads) for runner, loads in self.plan.queues.items() if loads}
         self._serving: dict[int, str] = {}  # slot -> the runner whose loads it is taking

@@ -19,6 +19,7 @@ from harness.models.resolve import (
     resolve,
     with_adapter,
 )
+from harness.runners.modelinfo import case_archs
 from harness.runners.platform import Platform
 
 # the HF reference run again in float32 beside a half-precision run: the yardstick its
@@ -63,6 +64,9 @@ class Plan:
     # by case id: its bounds are calibrated against HF in float32 (needs_fp32_reference), decided
     # once here for every path that runs or judges it
     calibrated: dict[str, bool] = field(default_factory=dict)
+    # by (case id, runner): what this platform cannot run faithfully (Platform.cannot_run), a
+    # skip with its reason, never queued
+    limits: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def runners_of(self, case: Case) -> list[str]:
         return [r for r in case.runners if r in self.runners]
@@ -139,6 +143,32 @@ def release_divergences(cases: list[Case], version: str | None) -> list[Case]:
     ]
 
 
+def _queue(
+    queue: dict[str, Load],
+    runner: str,
+    case: Case,
+    model: ResolvedModel,
+    dtype: str,
+    label: str,
+    one_load_per_case: bool,
+) -> None:
+    """Add `case` to the load of `runner`'s queue that shares its weights and settings."""
+    k = _load_key(runner, case, model, dtype) + label + (case.id if one_load_per_case else "")
+    load = queue.get(k)
+    if load is None:
+        load = Load(
+            runner,
+            model,
+            dtype,
+            dict(case.engine),
+            dict(case.hf),
+            case.trust_remote_code,
+            label=label,
+        )
+        queue[k] = load
+    load.cases.append(case)
+
+
 def build_plan(
     cases: list[Case],
     platform: Platform,
@@ -169,6 +199,7 @@ def build_plan(
     queues: dict[str, dict[str, Load]] = {}
     dtypes: dict[str, str] = {}
     calibrated: dict[str, bool] = {}
+    limits: dict[tuple[str, str], str] = {}
     for case in cases:
         dtypes[case.id] = dtype or case.dtype or platform.default_dtype
         calibrated[case.id] = needs_fp32_reference(case, dtypes[case.id])
@@ -182,28 +213,25 @@ def build_plan(
             model = models[case.id]
             if isinstance(model, ModelProblem):
                 continue
+            limit = platform.cannot_run(
+                runner, dtypes[case.id], case_archs(model.path, case.engine)
+            )
+            if limit:
+                limits[(case.id, runner)] = limit
+                continue
             jobs = [(dtypes[case.id], "")]
             if runner == REFERENCE_RUNNER and fp32_reference and calibrated[case.id]:
                 jobs.append(("float32", REFERENCE_FP32))
             for job_dtype, label in jobs:
-                k = (
-                    _load_key(runner, case, model, job_dtype)
-                    + label
-                    + (case.id if one_load_per_case else "")
+                _queue(
+                    queues.setdefault(runner, {}),
+                    runner,
+                    case,
+                    model,
+                    job_dtype,
+                    label,
+                    one_load_per_case,
                 )
-                load = queues.setdefault(runner, {}).get(k)
-                if load is None:
-                    load = Load(
-                        runner,
-                        model,
-                        job_dtype,
-                        dict(case.engine),
-                        dict(case.hf),
-                        case.trust_remote_code,
-                        label=label,
-                    )
-                    queues[runner][k] = load
-                load.cases.append(case)
     used.sort(key=lambda r: (r != REFERENCE_RUNNER, r))
     return Plan(
         platform=platform,
@@ -213,6 +241,7 @@ def build_plan(
         dtypes=dtypes,
         queues={r: list(q.values()) for r, q in queues.items()},
         calibrated=calibrated,
+        limits=limits,
     )
 
 

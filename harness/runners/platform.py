@@ -17,6 +17,43 @@ TRITON_SHIM_SITE = Path(__file__).parent.parent / "triton_cpu" / "site"
 
 
 @dataclass(frozen=True)
+class InterpreterLimit:
+    """What Triton's interpreter (how V2 runs its kernels on CPU, harness.triton_cpu) computes
+    wrong: a limit of this way of running the engine, not of the engine. Its rows are planned as
+    skips with `reason`; on a GPU, and in the other dtypes, they run and are judged as usual."""
+
+    dtypes: frozenset[str]
+    architectures: frozenset[str]  # as vLLM resolves them (config.json, hf_overrides)
+    reason: str
+
+
+INTERPRETER_LIMITS = (
+    # vLLM 0.32's Qwen3-VL vision tower (qwen3_vl.Qwen3_VisionTransformer, shared by these
+    # architectures) interpolates its position embeddings with a Triton kernel wherever Triton
+    # is importable (`triton_pos_embed_interpolate`); interpreted in bfloat16 it returns inf/NaN
+    # (exact to the native path in float32 and float16). V1 workers on CPU have no Triton.
+    InterpreterLimit(
+        dtypes=frozenset({"bfloat16"}),
+        architectures=frozenset(
+            {
+                "ColQwen3",
+                "OpsColQwen3Model",
+                "Qwen3VLNemotronEmbedModel",
+                "ColQwen3_5",
+                "Qwen3VLForConditionalGeneration",
+                "Qwen3VLMoeForConditionalGeneration",
+                "Qwen3_5ForConditionalGeneration",
+                "Qwen3_5MoeForConditionalGeneration",
+            }
+        ),
+        reason="Triton's CPU interpreter returns inf/NaN from Qwen3-VL's vision position-"
+        "embedding kernel (triton_pos_embed_interpolate) in bfloat16; V1 on CPU takes the native "
+        "path, a GPU runs the kernel compiled",
+    ),
+)
+
+
+@dataclass(frozen=True)
 class Platform:
     device: Device
     # False = vLLM's default process layout (engine core in its own process), as vLLM's tests run
@@ -53,6 +90,23 @@ class Platform:
         serialised, so no two engines' memory checks race for the same free memory."""
         return max(1, cores) if self.device == "cpu" else 1
 
+    def interprets_triton(self, runner: str) -> bool:
+        """Whether `runner`'s workers run Triton kernels in Triton's interpreter: V2 needs Triton,
+        and on CPU it has only the interpreter; `auto` gets it too, so vLLM decides as with
+        Triton (and then takes its Triton paths, a model's own kernels included)."""
+        info = runner_info(runner)
+        return self.device == "cpu" and info.is_vllm and info.variant in ("v2", "auto")
+
+    def cannot_run(self, runner: str, dtype: str, architectures: list[str]) -> str | None:
+        """Why `runner` cannot run a model of `architectures` in `dtype` faithfully here (its rows
+        are skips with this reason, never started), or None: it runs and is judged."""
+        if not self.interprets_triton(runner):
+            return None
+        for limit in INTERPRETER_LIMITS:
+            if dtype in limit.dtypes and limit.architectures & set(architectures):
+                return f"not runnable on {self.device} in {dtype}: {limit.reason}"
+        return None
+
     def worker_env(self, runner: str) -> dict[str, str | None]:
         """Environment for a worker process of `runner` (None = remove the variable)."""
         env: dict[str, str | None] = {
@@ -82,9 +136,8 @@ class Platform:
             "0" if self.in_process_engine and not serve else None
         )
         if self.device == "cpu":
-            if variant in ("v2", "auto"):
-                # V2 needs Triton; on CPU, kernels run in Triton's numpy interpreter through our
-                # `cpu` backend entry point. `auto` gets it too so vLLM decides as with Triton.
+            if self.interprets_triton(runner):
+                # through our `cpu` backend entry point, kernels in Triton's numpy interpreter
                 env["TRITON_INTERPRET"] = "1"
                 alias = vllm_dist_alias()
                 env["PYTHONPATH"] = os.pathsep.join(

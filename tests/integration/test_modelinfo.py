@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from tests.conftest import SUBPROCESS_GUARD
+
 pytest.importorskip("vllm")
 
 ARCHS = ("BertModel", "Qwen3ForCausalLM")
@@ -18,7 +20,7 @@ def test_one_process_inspection_caches_what_vllms_own_subprocess_caches(tmp_path
         env={**os.environ, "VLLM_CACHE_ROOT": str(ours)},
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=SUBPROCESS_GUARD,
     )
     # vLLM's route: each inspection in a subprocess of its own (registry._run_in_subprocess)
     code = (
@@ -30,7 +32,7 @@ def test_one_process_inspection_caches_what_vllms_own_subprocess_caches(tmp_path
         env={**os.environ, "VLLM_CACHE_ROOT": str(theirs)},
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=SUBPROCESS_GUARD,
     )
     want = sorted(p.name for p in (theirs / "modelinfos").glob("*.json"))
     assert len(want) == len(ARCHS)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SUBPROCESS_GUARD
 
 MATRIX = Path(__file__).parent / "data" / "power.yaml"
 MUTATIONS = ["normalize_l1", "mean_pool_segment_overrun", "base64_wrong_endianness"]
@@ -34,7 +34,7 @@ def power_run(tmp_path_factory):
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=1200,
+        timeout=SUBPROCESS_GUARD,
     )
     report = json.loads((out / "power.json").read_text())
     return proc, out, {m["name"]: m for m in report["mutations"]}

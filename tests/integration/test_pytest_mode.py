@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from harness.matrix.checks import expand_checks
 from harness.matrix.loader import model_group
 from harness.run.matrices import load_matrix
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SUBPROCESS_GUARD
 
 CASES = ["bert-tiny-mean-embed", "bert-tiny-token-classify"]
 
@@ -48,7 +48,7 @@ def test_matrix_only_items_grouped_per_model_with_reports(tmp_path):
         text=True,
         cwd=ROOT,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        timeout=900,
+        timeout=SUBPROCESS_GUARD,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 

@@ -16,7 +16,7 @@ import numpy as np
 import psutil
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SUBPROCESS_GUARD
 from tests.requests import req
 
 DATA = Path(__file__).parent / "data"
@@ -39,7 +39,7 @@ def serve_run(tmp_path_factory):
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=1200,
+        timeout=SUBPROCESS_GUARD,
     )
     return proc, {
         (r["case_id"], r["runner"]): r

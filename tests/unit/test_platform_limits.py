@@ -1,0 +1,81 @@
+"""What the CPU setup cannot run faithfully is decided by the platform (harness.runners.platform),
+planned as a skip with its reason, and nowhere else: a GPU, and a dtype where it works, run it."""
+
+import json
+
+import pytest
+
+from harness.judge.verdict import outcome_verdict
+from harness.models.resolve import ResolvedModel
+from harness.run import plan as plan_mod
+from harness.run.plan import build_plan
+from harness.runners.platform import Platform
+from tests.unit.test_compare import TOL, make_case
+
+COLQWEN3 = ["ColQwen3"]
+
+
+@pytest.mark.parametrize("runner", ["vllm-v2", "vllm-auto", "vllm-serve-v2", "vllm-serve-auto"])
+def test_qwen3_vl_vision_in_bfloat16_is_a_cpu_limit_of_interpreted_triton(runner):
+    why = Platform("cpu").cannot_run(runner, "bfloat16", COLQWEN3)
+    assert why and "triton_pos_embed_interpolate" in why and "bfloat16" in why
+
+
+@pytest.mark.parametrize(
+    ("device", "runner", "dtype", "archs"),
+    [
+        ("cuda", "vllm-v2", "bfloat16", COLQWEN3),  # a GPU compiles the kernel: judged there
+        ("cpu", "vllm-v1", "bfloat16", COLQWEN3),  # no Triton in V1 workers: the native path
+        ("cpu", "vllm-serve-v1", "bfloat16", COLQWEN3),
+        ("cpu", "hf", "bfloat16", COLQWEN3),
+        ("cpu", "vllm-v2", "float16", COLQWEN3),  # the interpreter is exact there
+        ("cpu", "vllm-v2", "float32", COLQWEN3),
+        ("cpu", "vllm-v2", "bfloat16", ["Qwen2VLForConditionalGeneration"]),
+        ("cpu", "vllm-v2", "bfloat16", []),  # an unknown architecture is run, not skipped
+    ],
+)
+def test_everywhere_else_it_runs(device, runner, dtype, archs):
+    assert Platform(device).cannot_run(runner, dtype, archs) is None
+
+
+def test_interpreted_triton_is_what_the_worker_environment_sets():
+    cpu = Platform("cpu")
+    for runner in ("vllm-v1", "vllm-v2", "vllm-auto", "vllm-serve-v1", "vllm-serve-v2", "hf"):
+        interpreted = cpu.worker_env(runner).get("TRITON_INTERPRET") == "1"
+        assert interpreted == cpu.interprets_triton(runner), runner
+    assert not Platform("cuda").interprets_triton("vllm-v2")
+
+
+def _colqwen3_case(tmp_path, monkeypatch):
+    folder = tmp_path / "colqwen3"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["ColQwen3"]}))
+    monkeypatch.setattr(
+        plan_mod, "resolve", lambda src, base: ResolvedModel(folder, "fp-colqwen3", "local")
+    )
+    return make_case(
+        id="colqwen3",
+        task="token_embed",
+        model={"source": "local", "path": str(folder)},
+        runners=["hf", "vllm-v1", "vllm-v2"],
+        tolerances={"float32": TOL.model_dump(), "bfloat16": TOL.model_dump()},
+    )
+
+
+def test_the_plan_skips_the_limited_row_only_and_never_starts_it(tmp_path, monkeypatch):
+    from harness.run.execute import Executor
+
+    case = _colqwen3_case(tmp_path, monkeypatch)
+    plan = build_plan([case], Platform("cpu"), tmp_path, dtype="bfloat16")
+    assert list(plan.limits) == [("colqwen3", "vllm-v2")]
+    assert "vllm-v2" not in plan.queues  # no worker, no engine start
+    assert [ld.cases for ld in plan.queues["vllm-v1"]] == [[case]]
+    plan.queues = {}  # run only what the plan decided before any worker (hf and V1 start none)
+    got = Executor(plan, tmp_path / "run").run()
+    assert list(got) == [("colqwen3", "vllm-v2")] and got[("colqwen3", "vllm-v2")].status == "skip"
+    v = outcome_verdict(case, "vllm-v2", None, got[("colqwen3", "vllm-v2")], lambda: None)
+    assert v.status == "skip" and "triton_pos_embed_interpolate" in v.reason
+    # in float16, and on a GPU, the same row is planned and judged
+    for platform, dtype in ((Platform("cpu"), "float16"), (Platform("cuda"), "bfloat16")):
+        plan = build_plan([case], platform, tmp_path, dtype=dtype)
+        assert plan.limits == {} and [ld.cases for ld in plan.queues["vllm-v2"]] == [[case]]

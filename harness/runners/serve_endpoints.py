@@ -25,6 +25,10 @@ BATCHED = {
 # the pooling tasks every request of which goes to /pooling (reward models: token_classify)
 TOKEN_TASKS = {"token_classify": "token_classify", "token_embed": "token_embed"}
 TOKEN_TASKS |= {"reward": "token_classify", "step_reward": "token_classify"}
+# BGE-M3's default pooling task (dense vector, then sparse weights): sent to /pooling with no
+# `task`, as users send it, so the server resolves its own default (vLLM 0.32 refuses it
+# without an IO-processor plugin, in words a refusal case names)
+COMBINED = "embed&token_classify"
 
 
 @dataclass(frozen=True)
@@ -41,9 +45,13 @@ class Item:
     conv: dict[str, Any] | None = None  # chat: messages and the template's options
 
 
-def item_request(task: str, i: int, item: Any, model: str, request: Request) -> Item:
-    """The shared fields of one item's request (a field not set: the server's default)."""
-    base = {"model": model, **served_fields(request)}
+def item_request(
+    task: str, i: int, item: Any, model: str, request: Request, name: str | None = None
+) -> Item:
+    """The shared fields of one item's request (a field not set: the server's default); `name`
+    is the model the request names when it is not the checkpoint's folder (a LoRA adapter's
+    name)."""
+    base = {"model": name or model, **served_fields(request)}
     return Item(task, i, item, model, request, base, _conversation(item, request))
 
 
@@ -146,7 +154,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "embed-prompt": Endpoint(
         "/v2/embed",
         lambda it: {
-            "model": it.model,
+            "model": it.base["model"],
             "texts": [it.item],
             "input_type": str(it.request.prompt_name),
             "embedding_types": ["float"],
@@ -168,6 +176,7 @@ ENDPOINTS: dict[str, Endpoint] = {
         lambda it: {**it.base, "input": it.item, "task": TOKEN_TASKS[it.task]},
         _data("data"),
     ),
+    "default-task": Endpoint("/pooling", lambda it: {**it.base, "input": it.item}, _data("data")),
 }
 
 
@@ -195,4 +204,6 @@ def route(it: Item, form: str) -> Endpoint:
         return ENDPOINTS[task]
     if task in TOKEN_TASKS:
         return ENDPOINTS["token"]
+    if task == COMBINED and form == "text":
+        return ENDPOINTS["default-task"]
     raise ValueError(f"the vllm-serve runner does not implement task {task!r}")

@@ -117,10 +117,11 @@ class AsyncVllmRunner(VllmRunner):
             raise
 
     def _call(
-        self, task: str, items: list, tok: dict, params: dict
+        self, task: str, items: list, tok: dict, params: dict, template: str | None = None
     ) -> list[tuple[np.ndarray, dict]]:
         """One run's items through AsyncLLM.encode: `tok` and `params` as the offline runner's
-        (harness.matrix.request.offline_kwargs), the task named in the PoolingParams."""
+        (harness.matrix.request.offline_kwargs), the task named in the PoolingParams; no score
+        task, so no score `template`."""
         from vllm import PoolingParams
 
         if task not in POOLING_TASK:

@@ -46,12 +46,48 @@ cases:
 """
 
 
-def test_lora_is_refused_on_server_runners(write_matrix):
+def test_lora_loads_on_server_runners(write_matrix):
     path = write_matrix(
         MATRIX.format(runners="[hf, vllm-serve-v1]", lora="{target_modules: [q_proj]}")
     )
-    with pytest.raises(MatrixError, match="LoRARequest through vLLM's offline LLM API only"):
-        load_matrix(path)
+    assert load_matrix(path).cases[0].lora == LoraAdapter(target_modules=["q_proj"])
+
+
+def test_a_server_serves_the_adapter_by_name_and_every_request_names_it(tmp_path):
+    """vllm#44410: an adapter named as the model on a pooling endpoint. The server is started
+    with the adapter under `--lora-modules NAME=DIR` and the offline runner's LoRA kwargs, and
+    the requests (each item's and /tokenize's) name the adapter, not the base model's folder."""
+    import httpx
+
+    from harness.runners.serve import LORA_NAME, ServeRunner, _lora_flags
+    from harness.runners.serve_process import cli_args
+
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 4}))
+    flags = cli_args(_lora_flags(str(tmp_path)))
+    assert flags[flags.index("--lora-modules") + 1] == f"{LORA_NAME}={tmp_path}"
+    assert "--enable-lora" in flags and flags[flags.index("--max-loras") + 1] == "1"
+    assert _lora_flags(None) == {}
+
+    named = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        named.append((request.url.path, json.loads(request.content)["model"]))
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": [1, 2]})
+        return httpx.Response(200, json={"data": [{"probs": [0.5, 0.5]}], "usage": {}})
+
+    class _Alive:
+        pid = 0
+
+        def poll(self):
+            return None
+
+    runner = ServeRunner("v1")
+    runner.server.url, runner.server.proc = "http://server.test", _Alive()
+    runner.model, runner.name = "/models/base", LORA_NAME
+    runner.transport = httpx.MockTransport(handler)
+    runner.run("classify", ["a text"], req())
+    assert named == [("/classify", LORA_NAME), ("/tokenize", LORA_NAME)]
 
 
 @pytest.mark.parametrize(

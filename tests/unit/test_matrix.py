@@ -411,7 +411,7 @@ def test_an_unknown_family_from_defaults_names_the_defaults_line(write_matrix):
     "extra, refused, able",
     [
         # the task's default recipe (st-embed for a BertModel embed case)
-        ("    request: {truncate: 8, truncation_side: left}\n", "st-embed", "truncation_side"),
+        ("    request: {padding: max_length}\n", "st-embed", "padding"),
         # a named one
         (
             "    reference: splade-max\n    request: {use_activation: false}\n",

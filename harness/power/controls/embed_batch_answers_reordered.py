@@ -9,10 +9,9 @@ BUG_CLASS = "batching/order"
 REPLAYS = None
 MODULE = "vllm.entrypoints.pooling.embed.serving"
 FILES = ["vllm/entrypoints/pooling/embed/serving.py"]
-MATRIX = "matrices/serve.yaml"
 # the server's front end, the same code on either model runner: one runner's rows suffice
 RUNNERS = ["vllm-serve-v1"]
-CASES = ["serve-bert-tiny-mean-embed-batched"]
+CASES = ["serve-bert-tiny-mean-embed"]
 
 
 def apply(module):

@@ -6,10 +6,9 @@ BUG_CLASS = "batching/order"
 REPLAYS = None
 MODULE = "vllm.entrypoints.pooling.classify.serving"
 FILES = ["vllm/entrypoints/pooling/classify/serving.py"]
-MATRIX = "matrices/serve.yaml"
 # the server's front end, the same code on either model runner: one runner's rows suffice
 RUNNERS = ["vllm-serve-v1"]
-CASES = ["serve-bert-tiny-cross-encoder-classify-batched"]
+CASES = ["serve-bert-tiny-cross-encoder-classify"]
 
 
 def apply(module):

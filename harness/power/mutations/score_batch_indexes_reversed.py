@@ -6,10 +6,9 @@ BUG_CLASS = "batching/order"
 REPLAYS = None
 MODULE = "vllm.entrypoints.pooling.scoring.serving"
 FILES = ["vllm/entrypoints/pooling/scoring/serving.py"]
-MATRIX = "matrices/serve.yaml"
 # the server's front end, the same code on either model runner: one runner's rows suffice
 RUNNERS = ["vllm-serve-v1"]
-CASES = ["serve-bert-tiny-cross-encoder-score-shapes"]
+CASES = ["serve-bert-tiny-cross-encoder-score"]
 
 
 def apply(module):

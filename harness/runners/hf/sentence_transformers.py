@@ -11,7 +11,7 @@ from harness.runners.hf import HFRunner, form_inputs, limit, recipe, torch_dtype
 @recipe(
     "st-embed",
     default_for=["embed"],
-    honours=["use_activation", "prompt_name", "add_special_tokens"],
+    honours=["use_activation", "prompt_name", "add_special_tokens", "truncation_side"],
 )
 def _st_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """sentence-transformers encode: its own pooling and normalize modules decide the vector.
@@ -37,6 +37,8 @@ def _st_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarra
             st = runner.loaded("st-without-normalize", lambda: _without_normalize(st))
     if request.prompt_forms:
         return _st_embed_forms(runner, st, items, request)
+    if request.truncation_side:
+        return _st_embed_sided(runner, st, items, request)
     dims = int(request.dimensions) if request.dimensions else None
     full = st.get_sentence_embedding_dimension()
     if dims is not None and full is not None and dims > full:
@@ -69,6 +71,39 @@ def _st_embed(runner: HFRunner, items: list, request: Request) -> list[np.ndarra
         for it in items:  # preprocess is what encode tokenizes with, on the prompted text
             runner.note_tokens(st.preprocess([prompt + it], **text_kw)["input_ids"][0])
     return [np.asarray(v, dtype=np.float32) for v in out]
+
+
+def sided_text_encoding(tokenizer, text: str, keep: int, side: str) -> dict:
+    """A text truncated to `keep` tokens from `side`, the rule a request's `truncation_side`
+    names (vLLM documents it: "left keeps the last N tokens", "right keeps the first N"): the
+    tokenizer's whole encoding, special tokens included, then the last (left) or first (right)
+    `keep` positions of every field. As for pairs (sided_pair_encoding): not the tokenizer's own
+    `truncation_side`, which cuts the text and keeps the special tokens."""
+    full = tokenizer(text)
+    cut = slice(-keep, None) if side == "left" else slice(0, keep)
+    return {k: list(v)[cut] for k, v in full.items()}
+
+
+def _st_embed_sided(runner: HFRunner, st, items: list, request: Request) -> list[np.ndarray]:
+    """`truncate` from the request's `truncation_side` (sided_text_encoding; -1: the model's
+    max_seq_length), the kept tokens run through the model's own modules (`st.forward`:
+    Transformer, Pooling, Normalize), as encode runs them."""
+    import torch
+
+    if request.dimensions or request.prompt_name or request.use_activation is not None:
+        raise ValueError("truncation_side with dimensions, prompt_name or use_activation")
+    if request.hf.get("normalize_embeddings") or not request.truncate:
+        raise ValueError("truncation_side needs truncate, and no normalize_embeddings")
+    keep = st.max_seq_length if request.truncate == -1 else int(request.truncate)
+    outs = []
+    with torch.inference_mode():
+        for text in items:
+            enc = sided_text_encoding(st.tokenizer, text, keep, str(request.truncation_side))
+            runner.note_tokens(enc["input_ids"])
+            features = {k: torch.tensor([v], device=st.device) for k, v in enc.items()}
+            vec = st.forward(features)["sentence_embedding"][0]
+            outs.append(vec.float().cpu().numpy().astype(np.float32))
+    return outs
 
 
 def _without_normalize(st):

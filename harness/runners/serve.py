@@ -293,7 +293,9 @@ class ServeRunner(BatchedRequests):
         asked = {**it.conv} if it.conv is not None else {"prompt": text, **tokenize_fields(request)}
         ids = None
         if not request.truncate and (it.conv is not None or isinstance(text, str)):
-            tok = await self._post(client, "/tokenize", {"model": self.name, **asked}, i)
+            tok = await self._post(
+                client, "/tokenize", {"model": self.name or self.model, **asked}, i
+            )
             ids = [int(t) for t in tok["tokens"]]
         if usage is None and not endpoint.raw:  # what the server says it ran, one prompt here
             usage = (ans.get("usage") or {}).get("prompt_tokens")

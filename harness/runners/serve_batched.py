@@ -75,11 +75,11 @@ class BatchedRequests:
             if one and len(set(queries)) != 1:
                 raise ValueError(f"{what}: a 1:N /score request needs one query")
             body = {"text_1": queries[0] if one else queries, "text_2": docs}
-            body = {"model": self.name, **body, **served_fields(request)}
+            body = {"model": self.name or self.model, **body, **served_fields(request)}
             inputs, sent = [None] * len(chunk), [{}] * len(chunk)  # pairs: no /tokenize
         else:
             inputs, sent = self._batch_inputs(chunk)
-            body = {"model": self.name, "input": inputs, **served_fields(request)}
+            body = {"model": self.name or self.model, "input": inputs, **served_fields(request)}
         ans = await self._post(client, path, body, what)
         return await self._batch_answers(client, task, r, chunk, ans, inputs, sent, request)
 
@@ -110,7 +110,11 @@ class BatchedRequests:
         for (i, _), entry, extra, text in zip(chunk, entries, sent, inputs):
             ids = None
             if isinstance(text, str):
-                asked = {"model": self.name, "prompt": text, **tokenize_fields(request)}
+                asked = {
+                    "model": self.name or self.model,
+                    "prompt": text,
+                    **tokenize_fields(request),
+                }
                 tok = await self._post(client, "/tokenize", asked, i)
                 ids = [int(t) for t in tok["tokens"]]
             meta = {
@@ -146,7 +150,7 @@ class BatchedRequests:
 
             async def one(g: int, group: list[int]):
                 body = {
-                    "model": self.name,
+                    "model": self.name or self.model,
                     "query": items[group[0]][0],
                     "documents": [items[j][1] for j in group],
                     **request.text_caps(),

@@ -38,8 +38,8 @@ def _run(status: int, message: str):
         return httpx.Response(status, json={"error": {"message": message, "code": status}})
 
     runner = _served(handler)
-    out = runner.run("embed&token_classify", ["Hi", "a text"], req(expect_refusal=True))
-    return sent, out, [meta["refused"] for meta in runner.last_meta]
+    result = runner.run("embed&token_classify", ["Hi", "a text"], req(expect_refusal=True))
+    return sent, result.outputs, [meta["refused"] for meta in result.evidence.records]
 
 
 def test_the_combined_task_goes_to_pooling_without_a_task_and_its_refusal_is_recorded():

@@ -20,6 +20,22 @@ from tests.conftest import ROOT, SUBPROCESS_GUARD
 from tests.requests import req
 
 DATA = Path(__file__).parent / "data"
+# this module's run and everything it starts carry it in their environment (workers and servers
+# inherit it), so "nothing left" is asked of this run's processes only, not of another job's
+# on the same host (a second test suite, a parity run beside it)
+MARK = ("SERVE_TEST_RUN", f"{os.getpid()}-{time.time_ns()}")
+
+
+def _marked() -> list[int]:
+    """The live processes started by this module's run (its MARK in their environment)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.pid != os.getpid() and p.environ().get(MARK[0]) == MARK[1]:
+                found.append(p.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +56,7 @@ def serve_run(tmp_path_factory):
         text=True,
         cwd=ROOT,
         timeout=SUBPROCESS_GUARD,
+        env={**os.environ, MARK[0]: MARK[1]},
     )
     return proc, {
         (r["case_id"], r["runner"]): r
@@ -84,12 +101,20 @@ def test_no_server_process_outlives_the_run(serve_run):
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    leftover = subprocess.run(
-        ["pgrep", "-f", "parity-serve-.*|vllm.entrypoints.openai.api_server --model .*bertmodel"],
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    assert not [p for p in leftover if int(p) != os.getpid()], leftover
+    leftover = _marked()  # workers, servers, engine cores, their children: none may outlive it
+    assert not leftover, [psutil.Process(p).cmdline() for p in leftover if psutil.pid_exists(p)]
+
+
+def test_the_leftover_check_sees_a_process_of_this_run_and_not_another_jobs():
+    mine = subprocess.Popen(["sleep", "60"], env={**os.environ, MARK[0]: MARK[1]})
+    theirs = subprocess.Popen(["sleep", "60"], env={**os.environ, MARK[0]: "another-job"})
+    try:
+        found = _marked()
+        assert mine.pid in found and theirs.pid not in found
+    finally:
+        for p in (mine, theirs):
+            p.kill()
+            p.wait()
 
 
 def test_a_request_that_times_out_and_an_http_error_each_get_their_verdict(serve_run):

@@ -85,6 +85,8 @@ def handling() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _received.clear()  # a new command: no stop, no "finishing" left from one run before it
+    _finishing.clear()
     old = {sig: signal.signal(sig, _handle) for sig in SIGNALS}
     try:
         yield

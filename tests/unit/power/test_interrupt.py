@@ -54,3 +54,12 @@ def test_without_a_signal_the_report_is_whole(tmp_path, monkeypatch, guarded):
     got = json.loads((tmp_path / "power.json").read_text())
     assert "partial_reason" not in got and got["mutations"][0]["status"] == "caught"
     assert "Partial" not in (tmp_path / "power.md").read_text()
+
+
+def test_a_stop_state_left_by_an_earlier_command_does_not_swallow_the_signal(
+    tmp_path, monkeypatch, guarded
+):
+    from harness.run import interrupt
+
+    interrupt.finishing()  # what a command run before in this process may leave set
+    test_a_signal_keeps_what_was_judged_and_writes_a_partial_report(tmp_path, monkeypatch, None)

@@ -401,17 +401,8 @@ class VllmReleases(_Strict):
 
     @field_validator("specifier")
     @classmethod
-    def _specifier(cls, v: str) -> str:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-        try:
-            SpecifierSet(v)
-        except InvalidSpecifier:
-            raise ValueError(
-                f"{v!r} is not a version specifier; write e.g. '<0.29' or '>=0.28,<0.32' "
-                "(PEP 440, as pip takes them)"
-            ) from None
-        return v
+    def _valid_specifier(cls, v: str) -> str:
+        return _specifier(v)
 
     def skip_reason(self, version: str | None) -> str | None:
         """Why a case cannot run on vLLM `version` (None: it can, or the version is unknown and

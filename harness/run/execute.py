@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 from harness.matrix.inputs import input_set
 from harness.matrix.prompt_forms import item_forms
 from harness.matrix.request import request_of
-from harness.matrix.runner_names import runner_info
+from harness.matrix.runner_names import REFERENCE_RUNNER, runner_info
 from harness.matrix.schema import Case
 from harness.run import interrupt
 from harness.run.plan import Load, ModelProblem, Plan
@@ -138,9 +138,11 @@ class Executor:
 
     def _next_load(self, last: str | None, slot: int = 0) -> Load | None:
         """Keep a slot on its runner while that runner has loads (no new process). Otherwise take
-        from the runner with the most work left that no other slot is serving, so each runner
-        kind starts its worker (importing torch and vLLM, ~5-10 s) in as few slots as possible;
-        join a served runner only when no other has work left."""
+        the reference first (every row is judged against it: a run stopped part-way keeps a
+        verdict for each vLLM case it finished), then the runner with the most work left that no
+        other slot is serving, so each runner kind starts its worker (importing torch and vLLM,
+        ~5-10 s) in as few slots as possible; join a served runner only when no other has work
+        left."""
         with self._lock:
             if last in self._pending and self._pending[last]:
                 return self._pending[last].pop(0)
@@ -150,7 +152,7 @@ class Executor:
                 return None
             others = {r for s, r in self._serving.items() if s != slot}
             free = {r: c for r, c in left.items() if r not in others} or left
-            runner = max(free, key=free.__getitem__)
+            runner = max(free, key=lambda r: (r == REFERENCE_RUNNER, free[r]))
             self._serving[slot] = runner
             return self._pending[runner].pop(0)
 

@@ -59,13 +59,22 @@ def _executor_with(queues: dict[str, int]):
 
 
 def test_slots_take_different_runners_so_each_runner_starts_as_few_workers_as_possible():
-    ex = _executor_with({"vllm-v2": 3, "vllm-v1": 2, "vllm-auto": 1, "hf": 2})
+    ex = _executor_with({"vllm-v2": 4, "vllm-v1": 2, "vllm-auto": 1})
     assert ex._next_load(None, 0).runner == "vllm-v2"  # the most work
     assert ex._next_load(None, 1).runner == "vllm-v1"  # not the runner slot 0 serves
     assert ex._next_load("vllm-v1", 1).runner == "vllm-v1"  # a slot stays on its runner
     assert ex._next_load("vllm-v1", 1).runner == "vllm-auto"  # v1 done: an unserved runner
     taken = [ex._next_load("vllm-v2", 0).runner for _ in range(2)]
     assert taken == ["vllm-v2", "vllm-v2"]
-    assert ex._next_load("vllm-auto", 1).runner == "hf"
-    assert ex._next_load("vllm-v2", 0).runner == "hf"  # nothing else left: join the served one
-    assert ex._next_load("hf", 1) is None and ex._next_load("hf", 0) is None
+    assert ex._next_load("vllm-auto", 1).runner == "vllm-v2"  # nothing else: join the served one
+    assert ex._next_load("vllm-v2", 1) is None and ex._next_load("vllm-v2", 0) is None
+
+
+def test_the_reference_runs_first_so_a_run_stopped_part_way_keeps_verdicts():
+    # with the most work elsewhere, HF still comes first: a vLLM case finished before a stop is
+    # judged only if HF ran it (one lane: HF, then the rest; two: HF beside the biggest)
+    ex = _executor_with({"vllm-v1": 5, "vllm-serve-v1": 4, "hf": 2})
+    assert ex._next_load(None, 0).runner == "hf"
+    assert ex._next_load(None, 1).runner == "vllm-serve-v1"  # the most work
+    assert ex._next_load("hf", 0).runner == "hf"
+    assert ex._next_load("hf", 0).runner == "vllm-v1"  # HF done: the most work unserved

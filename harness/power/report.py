@@ -1,4 +1,4 @@
-"""The power report: mutation | bug class | replays | applied in | caught by; the missed list."""
+"""The power report: mutation | bug class | replays | applied in | caught by; what was missed."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from harness.shards import ShardError, check_parts
 
 FAILING = (
     "missed",
+    "baseline not green",  # no row it ran was green without it: nothing could go red
     "not applied",
     "no rows",
     "error",
@@ -65,7 +66,7 @@ def to_markdown(outcomes: list[Outcome], meta: dict) -> str:
         "",
         *([f"**Partial: {meta['partial_reason']}**", ""] if meta.get("partial_reason") else []),
         f"{sum(o.status == 'caught' for o in outcomes)} caught, "
-        f"{sum(o.status in FAILING for o in outcomes)} missed, "
+        f"{sum(o.status in FAILING for o in outcomes)} not caught (listed below), "
         f"{sum(o.status == 'not applicable' for o in outcomes)} not applicable, "
         f"{sum(o.status == 'needs gpu' for o in outcomes)} need a GPU · "
         f"{meta.get('wall_seconds', 0):.0f} s",
@@ -87,7 +88,7 @@ def to_markdown(outcomes: list[Outcome], meta: dict) -> str:
             + f": {cell} |"
         )
     missed = [o for o in outcomes if o.status in FAILING]
-    lines += ["", "## Missed", ""]
+    lines += ["", "## Not caught", ""]
     lines += [f"- `{o.mutation.name}` ({o.status}): {o.reason}" for o in missed] or ["(none)"]
     return "\n".join(lines) + "\n"
 
@@ -124,7 +125,7 @@ def to_html(outcomes: list[Outcome], meta: dict) -> str:
         f"<h1>Detection power · {e(meta['matrix'])}</h1><p>{e(json.dumps(meta))}</p><table>"
         "<tr><th>mutation</th><th>bug class</th><th>replays</th><th>applied in (processes)</th>"
         "<th>rows red</th><th>caught by (first message)</th></tr>"
-        f"{''.join(rows)}</table><h2>Missed</h2><ul>{missed}</ul></body></html>\n"
+        f"{''.join(rows)}</table><h2>Not caught</h2><ul>{missed}</ul></body></html>\n"
     )
 
 

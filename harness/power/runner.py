@@ -28,7 +28,8 @@ class Outcome:
     """What one mutation did: applied where, which rows it turned red."""
 
     mutation: Mutation
-    status: str = "pending"  # caught | missed | not applicable | not applied | needs gpu | no rows
+    # caught | missed | baseline not green | not applicable | not applied | needs gpu | no rows
+    status: str = "pending"
     # | error (its rows could not be selected) | inconclusive (red only by timeouts)
     reason: str = ""
     rows: list[tuple[str, str]] = field(default_factory=list)  # selected (case, runner)
@@ -276,10 +277,17 @@ def judge(outcome: Outcome, baseline: dict, mutated: dict, events: list[dict]) -
             f"looks the same): rerun on a quieter machine, or raise PARITY_SERVE_START_TIMEOUT"
         )
         return
+    ran = [k for k in mutated if baseline.get(k, {}).get("status") in GREEN]
+    if not ran:  # nothing could go red: no verdict on the gate, a baseline to fix first
+        was = sorted({baseline[k]["status"] for k in mutated if k in baseline}) or ["no result"]
+        outcome.status = "baseline not green"
+        outcome.reason = (
+            f"none of the {len(mutated)} row(s) it ran was pass or xfail without the mutation "
+            f"(baseline: {', '.join(was)}): fix the clean run first, then judge the mutation"
+        )
+        return
     outcome.status = "missed"
-    if not outcome.caught:
-        ran = [k for k in mutated if baseline.get(k, {}).get("status") in GREEN]
-        outcome.reason = f"{len(ran)} green row(s) ran with the mutation applied; none went red"
+    outcome.reason = f"{len(ran)} green row(s) ran with the mutation applied; none went red"
 
 
 def _rows_of(o: Outcome, matrix: str, device: str, python: str, server_rows: str) -> bool:

@@ -46,6 +46,20 @@ def test_caught_by_a_row_green_before_and_red_now():
     ]
 
 
+def test_a_mutation_whose_rows_were_red_without_it_is_not_called_missed():
+    """Missed says the gate ran green rows and none went red; with a baseline that errored on
+    every row nothing could go red, and the report must say so (it fails the run either way)."""
+    base = {("a", "vllm-v1"): _r("error", "engine failed"), ("b", "vllm-v1"): _r("fail")}
+    now = {("a", "vllm-v1"): _r("error", "engine failed"), ("b", "vllm-v1"): _r("fail")}
+    o = Outcome(MUT)
+    judge(o, base, now, APPLIED)
+    assert o.status == "baseline not green" and o.status in report.FAILING
+    assert "none of the 2 row(s)" in o.reason and "error, fail" in o.reason
+    o = Outcome(MUT)  # one green row that stayed green: a miss
+    judge(o, {**base, ("c", "vllm-v1"): _r("pass")}, {**now, ("c", "vllm-v1"): _r("pass")}, APPLIED)
+    assert o.status == "missed" and o.reason.startswith("1 green row(s)")
+
+
 def test_a_row_red_only_by_a_timeout_is_inconclusive_never_caught():
     """A server that did not start in time, or a worker past its limit, turns a row red on a
     loaded machine with no mutation at all: such rows are kept apart and, alone, fail the
@@ -85,7 +99,7 @@ def test_a_row_red_only_by_a_timeout_is_inconclusive_never_caught():
 def test_a_row_red_in_the_baseline_catches_nothing():
     o = Outcome(MUT)
     judge(o, {("c", "r"): _r("error")}, {("c", "r"): _r("error")}, APPLIED)
-    assert o.status == "missed" and not o.caught
+    assert o.status == "baseline not green" and not o.caught
 
 
 def test_xfail_that_changes_or_passes_is_caught():
@@ -120,7 +134,8 @@ def test_report_and_exit_code():
     gpu.status = "needs gpu"
     meta = {"matrix": "m.yaml", "wall_seconds": 3.0}
     md = report.to_markdown([caught, missed, gpu], meta)
-    assert "1 caught, 1 missed" in md and "a · r (fail): boom" in md and "## Missed" in md
+    assert "1 caught, 1 not caught" in md and "a · r (fail): boom" in md
+    assert "## Not caught" in md and "`m` (missed): 1 green row(s)" in md
     assert "<table>" in report.to_html([caught, missed, gpu], meta)
     assert report.exit_code([caught, gpu]) == 0
     assert report.exit_code([caught, missed]) == 1

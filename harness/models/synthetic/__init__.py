@@ -224,9 +224,7 @@ def build(spec: SyntheticModel, target: Path) -> str:
             )
             config.save_pretrained(tmp)
         if absent:  # whatever default the installed transformers writes for them
-            saved = json.loads((tmp / "config.json").read_text())
-            kept = {k: v for k, v in saved.items() if k not in absent}
-            (tmp / "config.json").write_text(json.dumps(kept, indent=2, sort_keys=True) + "\n")
+            update_config_json(tmp, drop=absent)
         if fam.post_build is not None:
             fam.post_build(tmp, spec, config)
         fam.tokenizer(tmp, cfg, **spec.tokenizer)
@@ -244,6 +242,14 @@ def build(spec: SyntheticModel, target: Path) -> str:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def update_config_json(out: Path, changes: dict | None = None, drop=()) -> None:
+    """Rewrite out/config.json with `changes` set and the keys in `drop` left out, in the one
+    layout every builder step writes it (sorted keys, indent 2, a final newline)."""
+    cfg = {k: v for k, v in json.loads((out / "config.json").read_text()).items() if k not in drop}
+    cfg.update(changes or {})
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
 def _rename_saved_weights(path: Path, prefixes: dict[str, str]) -> None:

@@ -8,11 +8,10 @@ saves beside it: sparse_linear.pt (hidden -> 1) and colbert_linear.pt (hidden ->
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from harness.matrix.schema import SyntheticModel
-from harness.models.synthetic import ArchFamily, register, seeded_values
+from harness.models.synthetic import ArchFamily, register, seeded_values, update_config_json
 from harness.models.synthetic.xlm_roberta import XLMR_ABSOLUTE, xlmr_offset_tokenizer
 
 # FlagEmbedding's head files: (file, output features; None = hidden size)
@@ -38,9 +37,7 @@ def _heads(out: Path, spec: SyntheticModel, config) -> None:
             "bias": torch.from_numpy(seeded_values(spec.seed, f"{name}.bias", shape[:1], std)),
         }
         torch.save(state, out / f"{name}.pt")
-    cfg = json.loads((out / "config.json").read_text())
-    cfg["architectures"] = ["XLMRobertaModel"]
-    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    update_config_json(out, {"architectures": ["XLMRobertaModel"]})
 
 
 register(

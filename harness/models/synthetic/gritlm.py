@@ -11,11 +11,16 @@ architecture name."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from harness.matrix.schema import SyntheticModel
-from harness.models.synthetic import DATA, ArchFamily, add_merge_chain, register
+from harness.models.synthetic import (
+    DATA,
+    ArchFamily,
+    add_merge_chain,
+    register,
+    update_config_json,
+)
 
 LLAMA_SPECIALS = ["<unk>", "<s>", "</s>"]  # ids 0, 1, 2 as in Llama and Mistral
 # the pieces of GritLM's prompt format, merged first (lowest rank)
@@ -69,9 +74,7 @@ def llama_tokenizer(out: Path, config: dict) -> None:
 def _name_the_architecture(out: Path, spec: SyntheticModel, config) -> None:
     """config.json's `architectures` names GritLM (save_pretrained wrote MistralForCausalLM):
     the name vLLM's registry maps to its GritLM model; transformers loads by model_type."""
-    cfg = json.loads((out / "config.json").read_text())
-    cfg["architectures"] = [spec.arch]
-    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    update_config_json(out, {"architectures": [spec.arch]})
 
 
 _VOCAB = llama_vocab_and_merges()[0]

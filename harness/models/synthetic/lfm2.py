@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from harness.matrix.schema import SyntheticModel
-from harness.models.synthetic import ArchFamily, register, seeded_values
+from harness.models.synthetic import ArchFamily, register, seeded_values, update_config_json
 from harness.models.synthetic.qwen import QWEN_PAD, QWEN_VOCAB_SIZE, qwen_tokenizer
 
 
@@ -16,9 +16,8 @@ def _colbert_dense(out: Path, spec: SyntheticModel, config) -> None:
     from safetensors.numpy import save_file
 
     dim = 32
-    cfg = json.loads((out / "config.json").read_text())
-    cfg["architectures"] = [spec.arch]  # save_pretrained wrote the backbone's class name
-    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    # save_pretrained wrote the backbone's class name
+    update_config_json(out, {"architectures": [spec.arch]})
     dense = out / "1_Dense"
     dense.mkdir()
     weight = seeded_values(spec.seed, "1_Dense.linear.weight", (dim, config.hidden_size), 0.2)

@@ -7,11 +7,10 @@ saves a chat template in Qwen3-VL's layout for its published scoring code)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from harness.matrix.schema import SyntheticModel
-from harness.models.synthetic import ArchFamily, register, seeded_values
+from harness.models.synthetic import ArchFamily, register, seeded_values, update_config_json
 from harness.models.synthetic.qwen import QWEN_PAD, QWEN_SPECIALS, qwen_vocab_and_merges
 from harness.models.synthetic.qwen2_vl import QWEN_VL_SPECIALS, qwen_vl_vocab
 
@@ -108,9 +107,8 @@ def _colqwen3_projection(out: Path, spec: SyntheticModel, config) -> None:
         name = f"{COLQWEN3_PROJECTION}.{leaf}"
         weights[name] = seeded_values(spec.seed, name, shape, float(config.initializer_range))
     save_file(weights, str(path), metadata={"format": "pt"})
-    cfg = json.loads((out / "config.json").read_text())
-    cfg["architectures"] = [spec.arch]  # save_pretrained wrote the backbone's class name
-    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    # save_pretrained wrote the backbone's class name
+    update_config_json(out, {"architectures": [spec.arch]})
 
 
 def _seq_cls_head(out: Path, spec: SyntheticModel, config) -> None:
@@ -126,9 +124,8 @@ def _seq_cls_head(out: Path, spec: SyntheticModel, config) -> None:
     std = float(config.initializer_range)
     weights["score.weight"] = seeded_values(spec.seed, "score.weight", shape, std)
     save_file(weights, str(path), metadata={"format": "pt"})
-    cfg = json.loads((out / "config.json").read_text())
-    cfg["architectures"] = [spec.arch]  # save_pretrained wrote the causal VLM's class name
-    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    # save_pretrained wrote the causal VLM's class name
+    update_config_json(out, {"architectures": [spec.arch]})
 
 
 def _qwen3_vl_config() -> dict:

@@ -4,12 +4,11 @@ with bge_m3.py) and Jina ColBERT (rotary, the checkpoint's remote config class).
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 from harness.matrix.schema import SyntheticModel
-from harness.models.synthetic import DATA, ArchFamily, register
+from harness.models.synthetic import DATA, ArchFamily, register, update_config_json
 
 _XLMR_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # ids 0..4 (the class fixes unk at 3)
 
@@ -77,9 +76,8 @@ def _jina_remote_config(out: Path, spec: SyntheticModel, config) -> None:
     shutil.copy(
         DATA / "jina" / "configuration_xlm_roberta.py", out / "configuration_xlm_roberta.py"
     )
-    cfg = json.loads((out / "config.json").read_text())
-    cfg["auto_map"] = {"AutoConfig": "configuration_xlm_roberta.XLMRobertaFlashConfig"}
-    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    auto_map = {"AutoConfig": "configuration_xlm_roberta.XLMRobertaFlashConfig"}
+    update_config_json(out, {"auto_map": auto_map})
 
 
 register(

@@ -15,6 +15,7 @@ from harness.matrix.inputs import COLQWEN3_PAGE, COLQWEN3_QUERY_SUFFIX, input_se
 from harness.matrix.schema import SyntheticModel
 from harness.models.synthetic import ARCHS, build, seeded_values
 from harness.models.synthetic import qwen3_vl as q3
+from harness.models.synthetic.qwen2_vl import qwen_vl_vocab
 
 
 def test_the_tiny_qwen3_vl_config_is_consistent_and_the_same_each_time():
@@ -30,7 +31,7 @@ def test_the_tiny_qwen3_vl_config_is_consistent_and_the_same_each_time():
     assert vision.out_hidden_size == text.hidden_size
     assert max(vision.deepstack_visual_indexes) < vision.depth
     assert int(vision.num_position_embeddings**0.5) ** 2 == vision.num_position_embeddings
-    vocab = q3.qwen_vl_vocab()
+    vocab = qwen_vl_vocab()
     assert config.image_token_id == vocab["<|image_pad|>"] < text.vocab_size
 
 

@@ -48,6 +48,24 @@ QWEN_CHAT_TEMPLATE = (
 )
 
 
+def qwen_bpe_tokenizer(vocab: dict[str, int], max_length: int, specials: list[str]):
+    """transformers' Qwen2Tokenizer over `vocab` (qwen_vocab_and_merges' or a superset of it, the
+    merges theirs) as real Qwen tokenizers are: no bos, no unk, <|endoftext|> pad and eos, the
+    `specials` added as special tokens."""
+    from transformers import Qwen2Tokenizer
+
+    return Qwen2Tokenizer(
+        vocab=vocab,
+        merges=qwen_vocab_and_merges()[1],
+        unk_token=None,
+        bos_token=None,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        model_max_length=max_length,
+        additional_special_tokens=specials,
+    )
+
+
 def qwen_tokenizer(
     out: Path, config: dict, append_eos: bool = False, chat_template: bool = False
 ) -> None:
@@ -57,19 +75,9 @@ def qwen_tokenizer(
     HF pools the last non-pad token and vLLM the literal last token. `chat_template=True` saves
     QWEN_CHAT_TEMPLATE with the tokenizer."""
     from tokenizers import processors
-    from transformers import Qwen2Tokenizer
 
-    vocab, merges = qwen_vocab_and_merges()
-    tok = Qwen2Tokenizer(
-        vocab=vocab,
-        merges=merges,
-        unk_token=None,
-        bos_token=None,
-        eos_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-        model_max_length=config["max_position_embeddings"],
-        additional_special_tokens=QWEN_SPECIALS[1:],
-    )
+    vocab = qwen_vocab_and_merges()[0]
+    tok = qwen_bpe_tokenizer(vocab, config["max_position_embeddings"], QWEN_SPECIALS[1:])
     if append_eos:
         eos = QWEN_SPECIALS[0]
         tok._tokenizer.post_processor = processors.TemplateProcessing(

@@ -7,7 +7,12 @@ import json
 from pathlib import Path
 
 from harness.models.synthetic import ArchFamily, register
-from harness.models.synthetic.qwen import QWEN_PAD, QWEN_SPECIALS, qwen_vocab_and_merges
+from harness.models.synthetic.qwen import (
+    QWEN_PAD,
+    QWEN_SPECIALS,
+    qwen_bpe_tokenizer,
+    qwen_vocab_and_merges,
+)
 
 QWEN_VL_SPECIALS = [
     "<|vision_start|>",
@@ -23,29 +28,58 @@ def qwen_vl_vocab() -> dict[str, int]:
     return {**vocab, **{t: len(vocab) + i for i, t in enumerate(QWEN_VL_SPECIALS)}}
 
 
+def qwen_vl_tokenizer(config: dict, family: str):
+    """The Qwen tokenizer (qwen_bpe_tokenizer) over qwen_vl_vocab, the vision specials special
+    tokens, checked to give the config's image token id (`family` names the builder's model)."""
+    tok = qwen_bpe_tokenizer(
+        qwen_vl_vocab(),
+        config["text_config"]["max_position_embeddings"],
+        QWEN_SPECIALS[1:] + QWEN_VL_SPECIALS,
+    )
+    if tok.convert_tokens_to_ids("<|image_pad|>") != config["image_token_id"]:
+        raise RuntimeError(
+            f"synthetic {family} tokenizer: <|image_pad|> id differs from the config's"
+        )
+    return tok
+
+
+def qwen_vl_config(text: dict, vision: dict) -> dict:
+    """A Qwen-VL family's config: the tiny Qwen-VL text decoder over qwen_vl_vocab (`text` adds
+    or overrides keys), the `vision` tower as given, and the vision token ids of that vocabulary."""
+    vocab = qwen_vl_vocab()
+    base = dict(
+        vocab_size=len(vocab),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        rms_norm_eps=1e-6,
+        bos_token_id=QWEN_PAD,
+        eos_token_id=QWEN_PAD,
+        pad_token_id=QWEN_PAD,
+        tie_word_embeddings=False,
+    )
+    return dict(
+        text_config={**base, **text},
+        vision_config=vision,
+        image_token_id=vocab["<|image_pad|>"],
+        video_token_id=vocab["<|video_pad|>"],
+        vision_start_token_id=vocab["<|vision_start|>"],
+        vision_end_token_id=vocab["<|vision_end|>"],
+        tie_word_embeddings=False,
+        initializer_range=0.2,
+    )
+
+
 def _qwen_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
     """Qwen2 byte-level BPE plus the vision specials, and Qwen2-VL's PIL image processor. The
     combined Qwen2VLProcessor cannot be built without torchvision (its video processor), so its
     parts are saved with a processor_config.json naming the class."""
-    from transformers import Qwen2Tokenizer
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    vocab, merges = qwen_vl_vocab(), qwen_vocab_and_merges()[1]
-    tok = Qwen2Tokenizer(
-        vocab=vocab,
-        merges=merges,
-        unk_token=None,
-        bos_token=None,
-        eos_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-        model_max_length=config["text_config"]["max_position_embeddings"],
-        additional_special_tokens=QWEN_SPECIALS[1:] + QWEN_VL_SPECIALS,
-    )
-    if tok.convert_tokens_to_ids("<|image_pad|>") != config["image_token_id"]:
-        raise RuntimeError(
-            "synthetic Qwen2-VL tokenizer: <|image_pad|> id differs from the config's"
-        )
-    tok.save_pretrained(out)
+    qwen_vl_tokenizer(config, "Qwen2-VL").save_pretrained(out)
     vision = config["vision_config"]
     side = (
         vision["patch_size"] * vision["spatial_merge_size"] * 2
@@ -63,21 +97,8 @@ def _qwen_vl_tokenizer_and_processor(out: Path, config: dict) -> None:
 
 
 def _qwen2_vl_config() -> dict:
-    vocab = qwen_vl_vocab()
     text = dict(
-        vocab_size=len(vocab),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        rms_norm_eps=1e-6,
         rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [4, 6, 6]},
-        bos_token_id=QWEN_PAD,
-        eos_token_id=QWEN_PAD,
-        pad_token_id=QWEN_PAD,
-        tie_word_embeddings=False,
         num_labels=1,
     )
     vision = dict(
@@ -91,16 +112,7 @@ def _qwen2_vl_config() -> dict:
         spatial_merge_size=2,
         temporal_patch_size=2,
     )
-    return dict(
-        text_config=text,
-        vision_config=vision,
-        image_token_id=vocab["<|image_pad|>"],
-        video_token_id=vocab["<|video_pad|>"],
-        vision_start_token_id=vocab["<|vision_start|>"],
-        vision_end_token_id=vocab["<|vision_end|>"],
-        tie_word_embeddings=False,
-        initializer_range=0.2,
-    )
+    return qwen_vl_config(text, vision)
 
 
 register(

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from harness.matrix.schema import SyntheticModel
 from harness.models.synthetic import ArchFamily, register, seeded_values, update_config_json
-from harness.models.synthetic.qwen import QWEN_PAD, QWEN_SPECIALS, qwen_vocab_and_merges
-from harness.models.synthetic.qwen2_vl import QWEN_VL_SPECIALS, qwen_vl_vocab
+from harness.models.synthetic.qwen2_vl import qwen_vl_config, qwen_vl_tokenizer
 
 # colpali-engine 0.3.18's ColQwen3 fixes its projection width (`self.dim = 320`) and builds it as
 # `nn.Linear(hidden_size, self.dim)`: bias included
@@ -44,24 +43,11 @@ def _qwen3_vl_tokenizer_and_processor(out: Path, config: dict, chat_template: bo
     Qwen3-VL's image processor sized for the harness's 64x64 images (4 merged tokens each, at
     most 16) and its video processor (vLLM's Qwen3-VL processing reads both);
     `chat_template=True` saves QWEN3_VL_CHAT_TEMPLATE with them."""
-    from transformers import Qwen2Tokenizer, Qwen3VLProcessor
+    from transformers import Qwen3VLProcessor
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 
-    tok = Qwen2Tokenizer(
-        vocab=qwen_vl_vocab(),
-        merges=qwen_vocab_and_merges()[1],
-        unk_token=None,
-        bos_token=None,
-        eos_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-        model_max_length=config["text_config"]["max_position_embeddings"],
-        additional_special_tokens=QWEN_SPECIALS[1:] + QWEN_VL_SPECIALS,
-    )
-    if tok.convert_tokens_to_ids("<|image_pad|>") != config["image_token_id"]:
-        raise RuntimeError(
-            "synthetic Qwen3-VL tokenizer: <|image_pad|> id differs from the config's"
-        )
+    tok = qwen_vl_tokenizer(config, "Qwen3-VL")
     vision = config["vision_config"]
     tile = vision["patch_size"] * vision["spatial_merge_size"]  # 32: a 64x64 image is 2x2 tokens
     sizes = dict(
@@ -129,17 +115,8 @@ def _seq_cls_head(out: Path, spec: SyntheticModel, config) -> None:
 
 
 def _qwen3_vl_config() -> dict:
-    vocab = qwen_vl_vocab()
     text = dict(
-        vocab_size=len(vocab),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
         head_dim=32,  # vLLM's CPU attention rejects 16
-        max_position_embeddings=512,
-        rms_norm_eps=1e-6,
         # M-RoPE over (t, h, w), interleaved as Qwen3-VL's; the sections sum to head_dim / 2
         rope_parameters={
             "rope_type": "default",
@@ -147,10 +124,6 @@ def _qwen3_vl_config() -> dict:
             "mrope_section": [6, 5, 5],
             "mrope_interleaved": True,
         },
-        bos_token_id=QWEN_PAD,
-        eos_token_id=QWEN_PAD,
-        pad_token_id=QWEN_PAD,
-        tie_word_embeddings=False,
     )
     vision = dict(
         depth=2,
@@ -165,16 +138,7 @@ def _qwen3_vl_config() -> dict:
         num_position_embeddings=64,  # an 8x8 grid of learned positions, interpolated per image
         deepstack_visual_indexes=[0, 1],  # both vision layers feed both decoder layers
     )
-    return dict(
-        text_config=text,
-        vision_config=vision,
-        image_token_id=vocab["<|image_pad|>"],
-        video_token_id=vocab["<|video_pad|>"],
-        vision_start_token_id=vocab["<|vision_start|>"],
-        vision_end_token_id=vocab["<|vision_end|>"],
-        tie_word_embeddings=False,
-        initializer_range=0.2,
-    )
+    return qwen_vl_config(text, vision)
 
 
 register(

@@ -37,6 +37,19 @@ def gemma_vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
     return vocab, merges
 
 
+# PaliGemma's vision tower is SigLIP's: ColPali's and siglip.py's dual encoder's are this one
+# tiny tower (32x32 images in 8x8 patches: 16 image tokens), sized once for both
+SIGLIP_VISION = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    image_size=32,
+    patch_size=8,
+    num_channels=3,
+)
+
+
 def _colpali_tokenizer_and_processor(out: Path, config: dict) -> None:
     """Gemma tokenizer + SigLIP's PIL image processor, saved as one ColPaliProcessor."""
     from transformers import ColPaliProcessor, GemmaTokenizer
@@ -76,16 +89,7 @@ def _colpali_config() -> dict:
         eos_token_id=1,
         bos_token_id=2,
     )
-    vision = dict(
-        model_type="siglip_vision_model",
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        image_size=32,
-        patch_size=8,
-        vision_use_head=False,
-    )
+    vision = dict(SIGLIP_VISION, model_type="siglip_vision_model", vision_use_head=False)
     vlm = dict(
         model_type="paligemma",
         text_config=text,

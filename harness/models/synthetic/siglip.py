@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.models.synthetic import ArchFamily, register
-from harness.models.synthetic.colpali import gemma_vocab_and_merges
+from harness.models.synthetic.colpali import SIGLIP_VISION, gemma_vocab_and_merges
 
 TEXT_MAX_LEN = 64  # SigLIP's text length: texts are padded to it (the model cards' max_length)
 
@@ -64,15 +64,7 @@ def _siglip_config() -> dict:
             eos_token_id=1,
             bos_token_id=2,
         ),
-        vision_config=dict(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            image_size=32,
-            patch_size=8,
-            num_channels=3,
-        ),
+        vision_config=dict(SIGLIP_VISION),  # its own copy: a family never shares a dict
         initializer_range=0.2,
     )
 

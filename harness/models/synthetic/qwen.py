@@ -88,20 +88,21 @@ def qwen_tokenizer(
     tok.save_pretrained(out)
 
 
-_QWEN_BASE = dict(
-    vocab_size=QWEN_VOCAB_SIZE,
+# the tiny Qwen decoder: Qwen2's and Qwen3's here, the text model of qwen2_vl.py and qwen3_vl.py
+QWEN_DECODER = dict(
     hidden_size=64,
     num_hidden_layers=2,
     num_attention_heads=2,
     num_key_value_heads=1,
     intermediate_size=128,
     max_position_embeddings=512,
-    initializer_range=0.2,
     rms_norm_eps=1e-6,
     tie_word_embeddings=False,
     pad_token_id=QWEN_PAD,
     eos_token_id=QWEN_PAD,
-    bos_token_id=None,
+)
+_QWEN_BASE = dict(
+    QWEN_DECODER, vocab_size=QWEN_VOCAB_SIZE, initializer_range=0.2, bos_token_id=None
 )
 
 

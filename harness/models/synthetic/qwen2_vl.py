@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.models.synthetic import ArchFamily, register
 from harness.models.synthetic.qwen import (
+    QWEN_DECODER,
     QWEN_PAD,
     QWEN_SPECIALS,
     qwen_bpe_tokenizer,
@@ -44,25 +45,12 @@ def qwen_vl_tokenizer(config: dict, family: str):
 
 
 def qwen_vl_config(text: dict, vision: dict) -> dict:
-    """A Qwen-VL family's config: the tiny Qwen-VL text decoder over qwen_vl_vocab (`text` adds
-    or overrides keys), the `vision` tower as given, and the vision token ids of that vocabulary."""
+    """A Qwen-VL family's config: the tiny Qwen decoder (QWEN_DECODER) over qwen_vl_vocab as its
+    text model (`text` adds or overrides keys), the `vision` tower as given, and the vision token
+    ids of that vocabulary."""
     vocab = qwen_vl_vocab()
-    base = dict(
-        vocab_size=len(vocab),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        rms_norm_eps=1e-6,
-        bos_token_id=QWEN_PAD,
-        eos_token_id=QWEN_PAD,
-        pad_token_id=QWEN_PAD,
-        tie_word_embeddings=False,
-    )
     return dict(
-        text_config={**base, **text},
+        text_config={**QWEN_DECODER, "vocab_size": len(vocab), "bos_token_id": QWEN_PAD, **text},
         vision_config=vision,
         image_token_id=vocab["<|image_pad|>"],
         video_token_id=vocab["<|video_pad|>"],

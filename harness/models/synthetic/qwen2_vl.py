@@ -30,8 +30,8 @@ def qwen_vl_vocab() -> dict[str, int]:
 
 
 def qwen_vl_tokenizer(config: dict, family: str):
-    """The Qwen tokenizer (qwen_bpe_tokenizer) over qwen_vl_vocab, the vision specials special
-    tokens, checked to give the config's image token id (`family` names the builder's model)."""
+    """The Qwen tokenizer (qwen_bpe_tokenizer) over qwen_vl_vocab with the vision specials as
+    special tokens, checked to give the config's image token id (`family` names the model)."""
     tok = qwen_bpe_tokenizer(
         qwen_vl_vocab(),
         config["text_config"]["max_position_embeddings"],

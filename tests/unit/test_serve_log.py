@@ -16,19 +16,19 @@ from harness.runners.serve import ServeRunner
 from harness.runners.serve_decode import ServerFailure
 from tests.requests import req
 
-# what vLLM 0.32 printed when a worker process died under the engine core: the line that says
-# what happened, then a traceback whose last lines say only "cancelled"
+# what vLLM 0.32 printed when a worker process died under the engine core (a real log's lines,
+# paths shortened): the line that says what happened, then a traceback whose last lines say only
+# "cancelled"
 ROOT_CAUSE = (
-    "(EngineCore_DP0 pid=7) ERROR 12-04 20:41:07 [multiproc_executor.py:154] Worker proc "
-    "VllmWorker-0 died unexpectedly, shutting down executor."
+    "(EngineCore pid=7) ERROR 12-04 21:22:09 [multiproc_executor.py:315] Worker proc "
+    "VllmWorker-0 died unexpectedly (exit code: None), shutting down executor."
 )
+AT = "(EngineCore pid=7) ERROR 12-04 21:22:09 [core.py:1512]"
 TRACEBACK = [
-    "(EngineCore_DP0 pid=7) ERROR 12-04 20:41:07 [core.py:932] Traceback (most recent call last):",
-    *(
-        f'(EngineCore_DP0 pid=7) ERROR [core.py:932]   File "vllm/x.py", line {n}'
-        for n in range(50)
-    ),
-    "(EngineCore_DP0 pid=7) ERROR 12-04 20:41:07 [core.py:932] RuntimeError: cancelled",
+    f"{AT} EngineCore encountered a fatal error.",
+    f"{AT} Traceback (most recent call last):",
+    *(f'{AT}   File "vllm/v1/engine/core.py", line {n}, in step' for n in range(50)),
+    f"{AT} RuntimeError: cancelled",
 ]
 # a stand-in for vLLM's server module: logs, then dies at start or answers /health
 SERVER = """
@@ -146,10 +146,12 @@ def test_a_served_failure_keeps_this_cases_first_error_and_the_logs_path(tmp_pat
     reason = _failing_case(tmp_path, earlier)
     assert reason.startswith("HTTP 500 from /v1/embeddings for item 0:")
     assert f"\nfull server log: {tmp_path / 'server.log'}\n" in reason
-    first = reason.index("--- server log, first error (line 4 of 56) ---\n")
+    first = reason.index("--- server log, first error (line 4 of 57) ---\n")
     assert reason.index(ROOT_CAUSE) > first  # this case's error, not the earlier one
     assert "an earlier case's refusal" not in reason
-    assert reason.endswith("--- server log tail ---\n" + "\n".join(TRACEBACK[-30:]))
+    # the tail: the log's last lines, as many of its last 30 as the bound leaves room for
+    tail = reason.split("--- server log tail ---\n")[1].split("\n")
+    assert 10 <= len(tail) <= 30 and tail == TRACEBACK[-len(tail) :]
     assert len(reason) < 4000  # the worker sends at most 4000 characters of an error
     # the HTML report shows the message and path as the reason, the log parts apart
     text, log = split_log_tail(reason)
@@ -163,6 +165,21 @@ def test_an_excerpt_is_bounded_however_long_the_logs_lines(tmp_path):
     text = serve_log.excerpt(log)
     assert len(text) < serve_log.EXCERPT_CHARS + 200  # + the path and the headings
     assert "\nERROR xxx" in text and text.endswith("y…")
+
+
+def test_a_traceback_shows_what_it_raised_once(tmp_path):
+    frames = [f'  File "x.py", line {n}, in f\n    g()' for n in range(40)]
+    log = tmp_path / "server.log"
+    raised = ["Traceback (most recent call last):", *frames, "ValueError: the root cause"]
+    # what it raised far above the tail: its header, a gap, its innermost frames, the exception
+    log.write_text("\n".join(["INFO start", *raised, *(f"INFO {n}" for n in range(40))]) + "\n")
+    block = serve_log.excerpt(log).split(serve_log.TAIL_MARK)[0]
+    assert block.endswith("    g()\nValueError: the root cause\n")
+    assert "first error (line 2 of 123) ---\nTraceback (most recent call last):\n…\n  File" in block
+    # what it raised in the tail: the tail shows it; no block repeats the traceback's top
+    log.write_text("\n".join(["INFO start", *raised]) + "\n")
+    text = serve_log.excerpt(log)
+    assert "first error" not in text and text.endswith("ValueError: the root cause")
 
 
 def test_the_worker_tells_its_runner_where_its_log_is(tmp_path):

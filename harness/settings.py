@@ -148,6 +148,14 @@ class Settings:
         "the vLLM whose environment this process runs in (`parity` sets it for its commands)",
         user=False,
     )
+    worker_log: Path | None = _setting(
+        "PARITY_WORKER_LOG",
+        None,
+        "a worker's own log file in its run's logs/ (set for each worker); the `vllm serve` "
+        "servers it starts log beside it, one <name>.server-<k>.log per start",
+        _path,
+        user=False,
+    )
     mutation: str = _setting(
         "PARITY_MUTATION", "", "`parity power`: the mutation put into vLLM", user=False
     )

@@ -22,6 +22,8 @@ CEIL = 1e6  # value / bound beyond this (or any value over a bound of 0) is draw
 LOG_TAIL = re.compile(
     r"\n?--- (\w+) log tail ---\n"
 )  # runners.pool / runners.serve end a reason so
+# runners.serve_log: a part of the server log above its tail (its first error), heading kept
+LOG_PART = re.compile(r"\n(?=--- \w+ log, [^\n]* ---\n)")
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,
@@ -122,8 +124,11 @@ def page(title: str, heading: str, sections: list[tuple[str, str, str]], lead: s
 
 
 def split_log_tail(reason: str) -> tuple[str, str]:
-    """(the reason itself, the worker or server log tail it ends with, or '')."""
-    m = LOG_TAIL.search(reason)
+    """(the reason itself, the worker or server log tail it ends with, or ''); a server log's
+    first error above its tail goes with the tail, under their headings."""
+    m, part = LOG_TAIL.search(reason), LOG_PART.search(reason)
+    if part and (m is None or part.start() < m.start()):
+        return reason[: part.start()], reason[part.end() :]
     return (reason[: m.start()], reason[m.end() :]) if m else (reason, "")
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from harness.runners.reap import stop_tree
 
 LOG_TAIL_MARK = "\n--- worker log tail ---\n"
+WORKER_LOG_ENV = "PARITY_WORKER_LOG"  # harness.settings: Settings.worker_log
 
 # every worker process group alive in this process, for stop_all; once stopping, none starts
 _LIVE: set[int] = set()
@@ -123,6 +124,8 @@ class Worker:
                 env[k] = v
         if self.threads:
             env.setdefault("OMP_NUM_THREADS", str(self.threads))
+        # where the worker's own output goes; what it starts (a `vllm serve`) logs beside it
+        env[WORKER_LOG_ENV] = str(self.log_path.resolve())
         r, w = os.pipe()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")

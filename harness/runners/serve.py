@@ -34,7 +34,6 @@ from harness.runners.serve_endpoints import BATCHED, item_request, route
 from harness.runners.serve_process import (
     SERVER_MODULE,
     ServerProcess,
-    log_tail,
     metrics_delta,
     parse_metrics,
     runner_from_log,
@@ -122,13 +121,11 @@ class ServeRunner(BatchedRequests):
         """The outputs, and per request the server's answer (in flight, restarts) with the
         server's own metrics and the batching that ran."""
         self.server.new_case()
+        since = self.server.log_size() or 0  # this case's first error is after this
         try:
             return self._run(task, items, request)
         except ServerFailure as e:  # every server fault carries the server's own log
-            log = self.server.log_path
-            raise type(e)(  # a ServerTimeout stays one
-                f"{e}\n--- server log tail ---\n{log_tail(log) if log else ''}"
-            ) from None
+            raise type(e)(f"{e}{self.server.excerpt(since)}") from None  # a ServerTimeout stays one
 
     def _run(self, task: str, items: list, request: Request) -> RunResult:
         from harness.runners.options import run_expecting_refusal, run_with_options

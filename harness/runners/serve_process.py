@@ -1,8 +1,9 @@
 """A worker's `vllm serve` process: started on 127.0.0.1 and a free port (a port taken meanwhile
-is retried on another), waited for until /health answers, its log kept (the tail for errors, its
-access-log lines as evidence of the requests it answered), restarted when it died, and stopped
-with its whole process tree. The HTTP client that sends a case's requests is
-harness.runners.serve; nothing here speaks the API beyond /health."""
+is retried on another), waited for until /health answers, its log kept (in the run's logs/, see
+harness.runners.serve_log: its first error and tail for errors, its access-log lines as evidence
+of the requests it answered), restarted when it died, and stopped with its whole process tree.
+The HTTP client that sends a case's requests is harness.runners.serve; nothing here speaks the
+API beyond /health."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ import json
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from harness import settings
-from harness.runners import LoadRequest, pool
+from harness.runners import LoadRequest, serve_log
 from harness.runners.serve_decode import ServerFailure, ServerTimeout
 
 HOST = "127.0.0.1"
@@ -65,10 +65,6 @@ def cli_args(engine: dict[str, Any]) -> list[str]:
     return out
 
 
-def log_tail(path: Path) -> str:
-    return pool.log_tail(path, 30, "server")
-
-
 def runner_from_log(text: str) -> tuple[str, str]:
     """Which model runner the server's engine built, from its own log lines."""
     if "Using V2 Model Runner" in text:
@@ -86,6 +82,7 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.url = ""
         self.log_path: Path | None = None
+        self._temporary: Path | None = None  # the folder of a log no run keeps, removed at stop
         self.started_with: tuple[LoadRequest, dict] | None = None  # what a restart starts again
         # the server's child processes (engine core), stopped with it even if it died
         self.tree: list = []
@@ -127,7 +124,7 @@ class ServerProcess:
         import httpx
 
         self.stop()
-        self.log_path = Path(tempfile.mkdtemp(prefix="parity-serve-")) / "server.log"
+        self.log_path, self._temporary = serve_log.new_log()
         cmd = [
             sys.executable,
             "-m",
@@ -159,11 +156,9 @@ class ServerProcess:
         while time.monotonic() < deadline:
             code = self.proc.poll()
             if code is not None:
-                self.proc = None
-                raise ServerFailure(
-                    f"vllm serve exited with code {code} before it was healthy.\n"
-                    f"--- server log tail ---\n{log_tail(self.log_path)}"
-                )
+                why = f"vllm serve exited with code {code} before it was healthy.{self.excerpt()}"
+                self.stop()
+                raise ServerFailure(why)
             try:
                 if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
                     self.tree = _children(self.proc.pid)
@@ -171,12 +166,17 @@ class ServerProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
-        self.stop()
-        raise ServerTimeout(
+        why = (
             f"vllm serve was not healthy after {timeout:.0f} s ({START_TIMEOUT_ENV} "
-            "raises the limit); stopped.\n"
-            f"--- server log tail ---\n{log_tail(self.log_path)}"
+            f"raises the limit); stopped.{self.excerpt()}"
         )
+        self.stop()
+        raise ServerTimeout(why)
+
+    def excerpt(self, since: int = 0) -> str:
+        """The server log's part of a failure's reason (serve_log.excerpt): its path, its first
+        error from byte `since` on, its tail."""
+        return serve_log.excerpt(self.log_path, since, kept=self._temporary is None)
 
     def stop(self) -> None:
         """Stop the server and its whole tree (SIGTERM, then SIGKILL), gone before this returns."""
@@ -202,6 +202,9 @@ class ServerProcess:
         deadline = time.monotonic() + 10  # gone before unload returns, not just signalled
         while time.monotonic() < deadline and any(_running(p) for p in tree):
             time.sleep(0.1)
+        # a log no run keeps goes with its server (it is the server's only trace in /tmp)
+        temporary, self._temporary = self._temporary, None
+        serve_log.remove_temporary(temporary)
 
     def ensure_running(self) -> None:
         """A server that died since the last case (killed, crashed) is started again for this

@@ -4,6 +4,7 @@ restarted, and no process left behind."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -92,6 +93,19 @@ def test_a_server_that_cannot_start_is_an_error_with_its_log(serve_run):
     assert r["status"] == "error" and "vllm serve exited with code" in r["reason"], r["reason"]
     assert "--- server log tail ---" in r["reason"] and "max_model_len" in r["reason"].lower()
     assert proc.returncode == 1  # the error fails the gate; the other cases still ran (above)
+
+
+def test_each_server_logs_into_the_runs_own_logs_folder(serve_run):
+    """Beside its worker's log, one file per start (nothing in /tmp); a failure names it."""
+    _, results = serve_run
+    logs = {Path(r["info"]["server"]["log"]) for r in results.values() if r["info"].get("server")}
+    assert logs and all(p.exists() for p in logs), logs
+    for p in logs:
+        assert p.parent.name == "logs" and (p.parent.parent / "report.json").exists(), p
+        assert re.fullmatch(r"vllm-serve-v[12](\.\d+)?\.server-\d+\.log", p.name), p
+    reason = results[("srv-refuses-to-start", "vllm-serve-v1")]["reason"]
+    named = re.search(r"full server log: (\S+)", reason)
+    assert named and Path(named[1]).parent == next(iter(logs)).parent, reason
 
 
 def test_no_server_process_outlives_the_run(serve_run):

@@ -134,21 +134,20 @@ def read_reports(
     units: list[tuple[str, str]], where: dict[tuple[str, str], Path], matrices: list[str]
 ) -> dict[str, dict]:
     """release -> its reports' results together (each result tagged with its matrix's stem); a
-    release any of whose runs wrote no report is left out (and named on stderr)."""
+    run that wrote no report is named on stderr and in the release's `missing` (the release keeps
+    the matrices that did: their rows are not lost with it)."""
     by_release: dict[str, list[tuple[str, dict]]] = defaultdict(list)
-    missing = set()
+    missing: dict[str, list[str]] = defaultdict(list)
     for rel, m in units:
         path = folder(where[(rel, m)], rel, m, matrices) / "report.json"
         if not path.is_file():
             print(f"parity versions: no report {path}", file=sys.stderr)
-            missing.add(rel)
+            missing[rel].append(Path(m).stem)
             continue
         by_release[rel].append((Path(m).stem, json.loads(path.read_text())))
     reports = {}
     for rel, docs in by_release.items():
-        if rel in missing:
-            continue
-        merged = dict(docs[0][1])
+        merged = dict(docs[0][1], missing=missing.get(rel, []))
         merged["results"] = [
             {**r, "matrix": s, "partial": bool(d.get("partial"))}
             for s, d in docs
@@ -345,12 +344,18 @@ def write_table(
         f"## {', '.join(matrices)}: rows of {', '.join(setup['runners'])}, release by release "
         f"(against {setup['against']})"
     )
+    wanted = {rel for rel, _ in units}
+    absent = [f"{rel} · {m}" for rel, rep in reports.items() for m in rep["missing"]]
+    absent += [f"{rel} · every matrix" for rel in sorted(wanted - reports.keys())]
+    if absent:  # a cell of those is "-": say it was never run, not that nothing was there
+        md += f"\nNo report (not run, or stopped before it wrote one): {'; '.join(absent)}.\n"
+    doc["missing"] = absent
     (out / "versions.md").write_text(f"{title}\n\n{md}")
     (out / "versions.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(md)
     print(f"tables: {out / 'versions.md'} · {out / 'versions.json'}")
-    if len(reports) < len({rel for rel, _ in units}):
-        return 1 if any(r["exit"] == 1 for r in runs) else 2  # a release wrote no report
+    if absent:
+        return 1 if any(r["exit"] == 1 for r in runs) else 2  # a run wrote no report
     return exit_code(reports, runs)
 
 

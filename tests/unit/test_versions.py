@@ -105,6 +105,7 @@ def test_versions_takes_any_matrix_or_all(tmp_path):
     merged = versions.read_reports(units, dict.fromkeys(units, tmp_path), matrices)
     stems = {r["matrix"] for r in merged["0.32.0"]["results"]}
     assert stems == {"pooling", "serve", "extended", "multimodal", "hub"}
+    assert merged["0.32.0"]["missing"] == []
     md, _ = versions.table(merged)
     # an interrupted run: a row whose reference was never reached is not run, not an error;
     # an error that says only that something was slow (timed_out) is told apart
@@ -210,3 +211,27 @@ def test_merge_refuses_a_missing_duplicate_or_foreign_part(tmp_path, monkeypatch
     assert versions.main([*merge, str(tmp_path / "nowhere")]) == 2
     assert versions.main([*merge, *parts]) == 0
     assert not (tmp_path / "m" / "0.31.0").exists()  # the table reads the parts where they are
+
+
+def test_a_release_missing_one_matrix_keeps_the_others_and_says_which_is_missing(tmp_path, capsys):
+    """A release table from runs stopped at a deadline: 0.28.0's serve run wrote its report, its
+    extended run never started. Its serve rows stay in the table, the missing run is named, and
+    the exit says the table is incomplete (2: not a verdict)."""
+    matrices = ["matrices/serve.yaml", "matrices/extended.yaml"]
+    for rel, rows in (("0.28.0", ["pass"]), ("0.29.0", ["pass"])):
+        dest = versions.folder(tmp_path, rel, matrices[0], matrices)
+        dest.mkdir(parents=True)
+        rep = _report(rel, [("bert", "vllm-serve-v1", r) for r in rows], ["v2"])
+        (dest / "report.json").write_text(json.dumps(rep))
+    dest = versions.folder(tmp_path, "0.29.0", matrices[1], matrices)
+    dest.mkdir(parents=True)
+    (dest / "report.json").write_text(
+        json.dumps(_report("0.29.0", [("gte", "vllm-v1", "pass")], ["v2"]))
+    )
+    args = ["--out", str(tmp_path), "--tables-only", "--releases", "0.28.0", "0.29.0"]
+    assert versions.main([*args, "--matrix", *matrices]) == 2
+    md = (tmp_path / "versions.md").read_text()
+    assert "| serve | bert | vllm-serve-v1 | 1P | 1P |" in md  # 0.28.0's serve rows kept
+    assert "| extended | gte | vllm-v1 | - | 1P |" in md
+    assert "No report (not run, or stopped before it wrote one): 0.28.0 · extended." in md
+    assert "0.28.0/extended/report.json" in capsys.readouterr().err

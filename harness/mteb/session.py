@@ -104,7 +104,11 @@ def mteb_session(
 ) -> Report:
     cases = [c for c in cases if c.mteb_tasks]
     started, t0 = utc_now(), time.perf_counter()
-    plan = build_plan(cases, platform, Path(matrix.path).parent, runners=runners)
+    # HF's own scores are judged too (against the stored expected ones): it runs even where every
+    # vLLM row is a platform skip
+    plan = build_plan(
+        cases, platform, Path(matrix.path).parent, runners=runners, reference_judged=True
+    )
     outcomes, partial = execute(
         Executor(plan, run_dir, progress=progress, make_request=_request(shuffle_seed))
     )

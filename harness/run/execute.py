@@ -225,7 +225,7 @@ class Executor:
             )
         worker.note_memory(ans)
         if not ans.get("ok"):
-            self._save_traceback(load.runner, ans)
+            self._save_traceback(worker, ans)
             error = str(ans.get("error"))
             hint = resource_hint(error)
             return None, LoadProblem(
@@ -306,7 +306,7 @@ class Executor:
             elif self.stopping():  # an engine core or server stopped under the worker
                 return
             else:
-                self._save_traceback(load.runner, ans)
+                self._save_traceback(worker, ans)
                 skip = bool(ans.get("skip"))  # the runner cannot run it here (SkipCase)
                 self._record(
                     RunOutcome(
@@ -342,10 +342,14 @@ class Executor:
             "out": str(out),
         }, out
 
-    def _save_traceback(self, runner: str, ans: dict) -> None:
+    @staticmethod
+    def _save_traceback(worker: Worker, ans: dict) -> None:
+        """The worker's traceback, into that worker's own log (`<runner>.<lane>.log` when lanes
+        run side by side), beside what it printed before it."""
         tb = ans.get("traceback")
         if tb:
-            with open(self.run_dir / "logs" / f"{runner}.log", "a") as f:
+            worker.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(worker.log_path, "a") as f:
                 f.write(f"\n--- traceback reported by the worker ---\n{tb}\n")
 
 

@@ -64,8 +64,9 @@ class Plan:
     # by case id: its bounds are calibrated against HF in float32 (needs_fp32_reference), decided
     # once here for every path that runs or judges it
     calibrated: dict[str, bool] = field(default_factory=dict)
-    # by (case id, runner): what this platform cannot run faithfully (Platform.cannot_run), a
-    # skip with its reason, never queued
+    # by (case id, runner): what this platform cannot run faithfully (Platform.cannot_run), and a
+    # reference no row needs because of that (idle_references): a skip with its reason, never
+    # queued
     limits: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def runners_of(self, case: Case) -> list[str]:
@@ -179,13 +180,16 @@ def build_plan(
     one_load_per_case: bool = False,
     fp32_reference: bool = False,
     engine_version: str | None = UNDER_TEST,
+    reference_judged: bool = False,
 ) -> Plan:
     """Resolve every case's model (building synthetic ones) and group work per runner.
     `one_load_per_case` is the naive layout (a fresh load for every case), for benchmarks.
     `fp32_reference`: a case run in half precision whose bounds are calibrated (`k`) also runs
     the reference in float32 (REFERENCE_FP32, in the `hf` queue); float32 runs are unchanged.
     `engine_version`: the engine the cases run on (default: the one under test here); a case whose
-    `vllm_releases` exclude it is a skip, its model never built (release_skips)."""
+    `vllm_releases` exclude it is a skip, its model never built (release_skips).
+    `reference_judged`: the reference's own outputs are judged too (MTEB: against stored scores),
+    so it runs even when no vLLM row needs it (idle_references)."""
     version = engine_version
     if engine_version == UNDER_TEST:  # asked only when a case depends on it
         depends = any(ENGINE.gated(c) or _scoped(c) for c in cases)
@@ -196,10 +200,10 @@ def build_plan(
     models.update(prepare_models([c for c in cases if c.id not in gated], base_dir))
     wanted = set(runners) if runners else None
     used: list[str] = []
-    queues: dict[str, dict[str, Load]] = {}
     dtypes: dict[str, str] = {}
     calibrated: dict[str, bool] = {}
     limits: dict[tuple[str, str], str] = {}
+    rows: list[tuple[Case, str, ResolvedModel]] = []  # what runs: (case, runner, model)
     for case in cases:
         dtypes[case.id] = dtype or case.dtype or platform.default_dtype
         calibrated[case.id] = needs_fp32_reference(case, dtypes[case.id])
@@ -219,19 +223,20 @@ def build_plan(
             if limit:
                 limits[(case.id, runner)] = limit
                 continue
-            jobs = [(dtypes[case.id], "")]
-            if runner == REFERENCE_RUNNER and fp32_reference and calibrated[case.id]:
-                jobs.append(("float32", REFERENCE_FP32))
-            for job_dtype, label in jobs:
-                _queue(
-                    queues.setdefault(runner, {}),
-                    runner,
-                    case,
-                    model,
-                    job_dtype,
-                    label,
-                    one_load_per_case,
-                )
+            rows.append((case, runner, model))
+    idle = {} if reference_judged else idle_references(rows, limits, {c.id: c for c in cases})
+    queues: dict[str, dict[str, Load]] = {}
+    for case, runner, model in rows:
+        jobs = [(dtypes[case.id], runner)]
+        if runner == REFERENCE_RUNNER and fp32_reference and calibrated[case.id]:
+            jobs.append(("float32", REFERENCE_FP32))
+        for job_dtype, name in jobs:
+            if (case.id, runner) in idle:  # the float32 reference is left out with it
+                limits[(case.id, name)] = idle[(case.id, runner)]
+                continue
+            label = "" if name == runner else name
+            queue = queues.setdefault(runner, {})
+            _queue(queue, runner, case, model, job_dtype, label, one_load_per_case)
     used.sort(key=lambda r: (r != REFERENCE_RUNNER, r))
     return Plan(
         platform=platform,
@@ -243,6 +248,36 @@ def build_plan(
         calibrated=calibrated,
         limits=limits,
     )
+
+
+def idle_references(
+    rows: list[tuple[Case, str, ResolvedModel]],
+    limits: dict[tuple[str, str], str],
+    by_id: dict[str, Case],
+) -> dict[tuple[str, str], str]:
+    """The reference rows among `rows` that nothing would be judged against: every vLLM row of
+    the case, and of the variants that read its reference (`variant_of`), is a platform skip
+    (`limits`). Each as a skip with its reason. A case with no vLLM row selected (a golden
+    recorded from HF alone, `--runners hf`) keeps its reference: it is what was asked for."""
+
+    def base(case_id: str) -> str:
+        return by_id[case_id].variant_of or case_id
+
+    needed = {base(case.id) for case, runner, _ in rows if runner != REFERENCE_RUNNER}
+    skipped: dict[str, list[str]] = {}
+    for case_id, runner in limits:
+        if runner != REFERENCE_RUNNER:
+            skipped.setdefault(base(case_id), []).append(f"{case_id} [{runner}]")
+    idle = {}
+    for case, runner, _ in rows:
+        key = base(case.id)
+        if runner == REFERENCE_RUNNER and key in skipped and key not in needed:
+            rows_skipped = ", ".join(skipped[key])
+            idle[(case.id, runner)] = (
+                f"not run: no row is judged against it here (each is a platform skip: "
+                f"{rows_skipped})"
+            )
+    return idle
 
 
 def needs_fp32_reference(case: Case, dtype: str) -> bool:

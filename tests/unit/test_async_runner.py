@@ -135,7 +135,7 @@ def test_the_async_runner_names_a_kind_of_its_own_with_its_engine_env():
 
 
 def test_also_in_flight_reaches_the_server_as_requests_of_the_other_task_in_flight_together():
-    from harness.runners.serve import ServeRunner
+    from tests.fake_server import served
 
     sent = []
 
@@ -149,10 +149,7 @@ def test_also_in_flight_reaches_the_server_as_requests_of_the_other_task_in_flig
             return httpx.Response(200, json={"data": [{"probs": [value]}], "usage": {}})
         return httpx.Response(200, json={"data": [{"data": [[-1.0]]}], "usage": {}})
 
-    runner = ServeRunner("v1")
-    runner.server.url, runner.model = "http://server.test", "m"
-    runner.server.proc = type("Alive", (), {"poll": lambda self: None})()
-    runner.transport = httpx.MockTransport(handler)
+    runner = served(handler)
     outs = runner.run("classify", ITEMS[:3], Request(also_in_flight=["token_classify"])).outputs
     assert [float(o[0]) for o in outs] == [0.0, 1.0, 2.0]  # the case's own answers only
     posts = [s for s in sent if s[0] != "/tokenize"]

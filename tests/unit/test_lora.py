@@ -59,8 +59,9 @@ def test_a_server_serves_the_adapter_by_name_and_every_request_names_it(tmp_path
     the requests (each item's and /tokenize's) name the adapter, not the base model's folder."""
     import httpx
 
-    from harness.runners.serve import LORA_NAME, ServeRunner, _lora_flags
+    from harness.runners.serve import LORA_NAME, _lora_flags
     from harness.runners.serve_process import cli_args
+    from tests.fake_server import served
 
     (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 4}))
     flags = cli_args(_lora_flags(str(tmp_path)))
@@ -76,16 +77,8 @@ def test_a_server_serves_the_adapter_by_name_and_every_request_names_it(tmp_path
             return httpx.Response(200, json={"tokens": [1, 2]})
         return httpx.Response(200, json={"data": [{"probs": [0.5, 0.5]}], "usage": {}})
 
-    class _Alive:
-        pid = 0
-
-        def poll(self):
-            return None
-
-    runner = ServeRunner("v1")
-    runner.server.url, runner.server.proc = "http://server.test", _Alive()
-    runner.model, runner.name = "/models/base", LORA_NAME
-    runner.transport = httpx.MockTransport(handler)
+    runner = served(handler, model="/models/base")
+    runner.name = LORA_NAME
     runner.run("classify", ["a text"], req())
     assert named == [("/classify", LORA_NAME), ("/tokenize", LORA_NAME)]
 

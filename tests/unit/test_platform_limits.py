@@ -79,3 +79,53 @@ def test_the_plan_skips_the_limited_row_only_and_never_starts_it(tmp_path, monke
     for platform, dtype in ((Platform("cpu"), "float16"), (Platform("cuda"), "bfloat16")):
         plan = build_plan([case], platform, tmp_path, dtype=dtype)
         assert plan.limits == {} and [ld.cases for ld in plan.queues["vllm-v2"]] == [[case]]
+
+
+def test_a_reference_no_row_is_judged_against_is_left_out_and_reported_as_a_skip(
+    tmp_path, monkeypatch
+):
+    from harness.run.assemble import reference_result
+    from harness.run.execute import Executor
+
+    calibrated = {**TOL.model_dump(), "k": 2.0}  # HF in float32 would run beside it
+    case = make_case(
+        **{
+            **_colqwen3_case(tmp_path, monkeypatch).model_dump(),
+            "runners": ["hf", "vllm-v2"],
+            "tolerances": {"bfloat16": calibrated},
+        }
+    )
+    plan = build_plan([case], Platform("cpu"), tmp_path, dtype="bfloat16", fp32_reference=True)
+    assert plan.calibrated["colqwen3"]
+    assert plan.queues == {}  # neither HF nor HF in float32: no model load for nothing
+    why = plan.limits[("colqwen3", "hf")]
+    assert why.startswith("not run: no row is judged against it") and "colqwen3 [vllm-v2]" in why
+    assert plan.limits[("colqwen3", "hf-fp32")] == why  # an outcome for each the run counted
+    got = Executor(plan, tmp_path / "run").run()
+    assert sorted(got) == [("colqwen3", r) for r in ("hf", "hf-fp32", "vllm-v2")]
+    ref = reference_result(case, got[("colqwen3", "hf")])
+    assert ref.status == "skip" and ref.reason == why
+    assert got[("colqwen3", "vllm-v2")].status == "skip"
+
+
+def test_a_reference_still_runs_where_a_row_reads_it_or_it_is_what_was_asked_for(
+    tmp_path, monkeypatch
+):
+    case = _colqwen3_case(tmp_path, monkeypatch).model_copy(update={"runners": ["hf", "vllm-v2"]})
+    # a derived check of the case runs on V1, judged against the base case's reference
+    variant = case.model_copy(
+        update={"id": "colqwen3@check", "runners": ["vllm-v1"], "variant_of": "colqwen3"}
+    )
+    planned = {
+        "a variant reads it": build_plan([case, variant], Platform("cpu"), tmp_path, "bfloat16"),
+        # a golden recorded or verified from HF alone: no vLLM row selected
+        "HF alone": build_plan([case], Platform("cpu"), tmp_path, ["hf"], "bfloat16"),
+        # MTEB judges HF's own scores against the stored expected ones
+        "HF judged": build_plan(
+            [case], Platform("cpu"), tmp_path, dtype="bfloat16", reference_judged=True
+        ),
+        "on a GPU": build_plan([case], Platform("cuda"), tmp_path, dtype="bfloat16"),
+    }
+    for what, plan in planned.items():
+        assert [ld.cases[0].id for ld in plan.queues["hf"]] == ["colqwen3"], what
+        assert ("colqwen3", "hf") not in plan.limits, what

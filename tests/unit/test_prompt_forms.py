@@ -342,7 +342,7 @@ def _served_token_ids(send_text: bool = False):
     import json
 
     httpx = pytest.importorskip("httpx")
-    from harness.runners.serve import ServeRunner
+    from tests.fake_server import served
 
     bodies = []
 
@@ -358,15 +358,7 @@ def _served_token_ids(send_text: bool = False):
             else {"data": [{"embedding": [float(n), 1.0]}], "usage": {"prompt_tokens": n}},
         )
 
-    class _Alive:
-        pid = 0
-
-        def poll(self):
-            return None
-
-    runner = ServeRunner("v1")
-    runner.server.url, runner.model, runner.server.proc = "http://server.test", "m", _Alive()
-    runner.transport = httpx.MockTransport(handler)
+    runner = served(handler)
     runner._tokenizers = {"m": FakeTokenizer()}
     forms = ["token_ids"] * len(TEXTS)
     opts = req() if send_text else req(prompt_forms=forms)

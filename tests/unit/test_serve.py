@@ -25,6 +25,7 @@ from harness.runners.platform import Platform
 from harness.runners.serve import ServeRunner
 from harness.runners.serve_decode import ServerFailure, ServerTimeout
 from harness.runners.serve_process import cli_args, free_port, runner_from_log
+from tests.fake_server import AliveProcess, served
 from tests.requests import req
 
 
@@ -95,20 +96,6 @@ def _score(query: str, doc: str) -> float:
     )
 
 
-class _Alive:
-    pid = 0
-
-    def poll(self):
-        return None
-
-
-def _served(handler) -> ServeRunner:
-    runner = ServeRunner("v1")
-    runner.server.url, runner.model, runner.server.proc = "http://server.test", "m", _Alive()
-    runner.transport = httpx.MockTransport(handler)
-    return runner
-
-
 def _rerank_server(fault: str = ""):
     async def handler(request: httpx.Request) -> httpx.Response:
         assert request.url.path == "/rerank"
@@ -145,7 +132,7 @@ def _rerank_server(fault: str = ""):
 
 
 def _rerank_measure(fault: str = "", top_n: int | None = 2):
-    runner = _served(_rerank_server(fault))
+    runner = served(_rerank_server(fault))
     result = runner.run(
         "score", [list(p) for p in PAIRS], req(api="rerank", top_n=top_n, max_in_flight=4)
     )
@@ -191,7 +178,7 @@ def test_a_reordered_or_untruncated_rerank_answer_fails(fault, expected):
 
 def test_rerank_results_are_matched_by_index_not_position():
     # the server lists results best first: positions differ from the order sent for most groups
-    runner = _served(_rerank_server())
+    runner = served(_rerank_server())
     result = runner.run("score", [list(p) for p in PAIRS], req(api="rerank", max_in_flight=4))
     got, records = result.outputs, result.evidence.records
     assert max(meta["in_flight"] for meta in records) == 4  # 6 query groups, 4 at once
@@ -206,7 +193,7 @@ def test_a_rerank_index_out_of_range_is_the_servers_error():
     with pytest.raises(
         ServerFailure, match=r"result 0 has index 9; expected each of 0..3 at most once"
     ):
-        _served(handler).run("score", [list(p) for p in PAIRS], req(api="rerank"))
+        served(handler).run("score", [list(p) for p in PAIRS], req(api="rerank"))
 
 
 def test_rerank_needs_a_score_case_and_top_n_needs_rerank(write_matrix):
@@ -262,7 +249,7 @@ def _embed_server(usage_offset: int = 0):
 
 
 def _embed_measure(handler, options: dict | None = None):
-    runner = _served(handler)
+    runner = served(handler)
     result = runner.run("embed", list(TEXTS), req(**(options or {})))
     ref = [np.asarray(_vector(t), dtype=np.float32) for t in TEXTS]
     return measure(
@@ -328,7 +315,7 @@ def _delayed_embed_server(swap_pairs: bool = False):
 def test_concurrent_answers_are_matched_by_request_and_the_peak_in_flight_is_recorded():
     m = _embed_measure(_delayed_embed_server(), {"max_in_flight": 16})
     assert m.problem is None and all(x.ok for x in m.metrics), m
-    runner = _served(_delayed_embed_server())
+    runner = served(_delayed_embed_server())
     many = runner.run("embed", list(TEXTS), req(max_in_flight=16)).evidence.records
     assert max(meta["in_flight"] for meta in many) == 16
     one = runner.run("embed", list(TEXTS), req(max_in_flight=1)).evidence.records
@@ -443,7 +430,7 @@ def test_concurrent_is_proven_by_the_servers_own_step_counts_not_the_clients(
 ):
     from harness.runners.worker import _requests
 
-    runner = _served(_metered_embed_server(per_step, metrics))
+    runner = served(_metered_embed_server(per_step, metrics))
     result = runner.run("embed", list(TEXTS), req(max_in_flight=16))
     requests = _requests(result.evidence, str(tmp_path / "out"))
     assert requests["peak_in_flight"] == 16  # the client had 16 in flight every time
@@ -467,13 +454,13 @@ def test_sequential_is_an_error_when_the_server_counts_more_requests_than_steps(
 
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["sequential"]})
     (derived,) = [c for c in expand_checks([base]) if c.variant_of]
-    alone = _served(_metered_embed_server(1))
+    alone = served(_metered_embed_server(1))
     evidence = alone.run("embed", list(TEXTS), req(max_in_flight=1)).evidence
     assert (
         check_not_in_effect(derived, {"requests": _requests(evidence, str(tmp_path / "a"))}) is None
     )
     # seeded: a server whose counts say it ran requests together though one was sent at a time
-    odd = _served(_metered_embed_server(4))
+    odd = served(_metered_embed_server(4))
     evidence = odd.run("embed", list(TEXTS), req(max_in_flight=1)).evidence
     reason = check_not_in_effect(derived, {"requests": _requests(evidence, str(tmp_path / "b"))})
     assert reason == (
@@ -522,7 +509,7 @@ def test_http_500_is_an_error_naming_the_item_with_the_server_log_tail(tmp_path)
     def handler(request):
         return httpx.Response(500, text='{"error": "Internal Server Error"}')
 
-    runner = _with_log(_served(handler), tmp_path)
+    runner = _with_log(served(handler), tmp_path)
     with pytest.raises(ServerFailure) as e:
         runner.run("embed", list(TEXTS), req(shuffle_seed=3))
     assert re.match(
@@ -552,7 +539,7 @@ def test_http_500_is_an_error_naming_the_item_with_the_server_log_tail(tmp_path)
     ids=["cut-mid-value", "cut-mid-group", "one-value-short"],
 )
 def test_a_truncated_base64_payload_names_the_item_and_the_bytes_expected(tmp_path, cut, message):
-    runner = _with_log(_served(_base64_server(cut_item=5, cut=cut)), tmp_path)
+    runner = _with_log(served(_base64_server(cut_item=5, cut=cut)), tmp_path)
     with pytest.raises(ServerFailure, match=re.escape(message)) as e:
         runner.run("embed", list(TEXTS), req(encoding_format="base64", shuffle_seed=1))
     assert "--- server log tail ---" in str(e.value)
@@ -583,7 +570,7 @@ class _Exited:
 
 def test_a_connection_lost_to_a_server_that_exited_says_how_it_exited(tmp_path):
     runner = _with_log(
-        _served(lambda request: (_ for _ in ()).throw(httpx.RemoteProtocolError("peer closed"))),
+        served(lambda request: (_ for _ in ()).throw(httpx.RemoteProtocolError("peer closed"))),
         tmp_path,
     )
     runner.server.proc.poll = lambda: (setattr(runner.server, "proc", _Exited()), None)[
@@ -598,13 +585,13 @@ def test_a_connection_lost_to_a_server_that_exited_says_how_it_exited(tmp_path):
 
 
 def test_the_next_case_restarts_a_server_that_died(monkeypatch):
-    runner = _served(_embed_server())
+    runner = served(_embed_server())
     runner.server.proc, runner.server.started_with = _Exited(), ("request", {})
     monkeypatch.setattr(
-        runner.server, "_launch", lambda: setattr(runner.server, "proc", _Alive()) or []
+        runner.server, "_launch", lambda: setattr(runner.server, "proc", AliveProcess()) or []
     )
     records = runner.run("embed", list(TEXTS), req()).evidence.records
-    assert runner.server.restarts == 1 and isinstance(runner.server.proc, _Alive)
+    assert runner.server.restarts == 1 and isinstance(runner.server.proc, AliveProcess)
     # the result says it ran on a restart
     assert {meta["server_restarts"] for meta in records} == {1}
 
@@ -625,7 +612,7 @@ def test_dimensions_are_sent_to_the_server_and_apply_to_embed_cases_only():
             else {"data": [{"embedding": [1.0, 0.0]}], "usage": {"prompt_tokens": 1}},
         )
 
-    _served(handler).run("embed", ["a text"], req(dimensions=2))
+    served(handler).run("embed", ["a text"], req(dimensions=2))
     assert sent == [2, None]  # the embeddings request, then /tokenize
     with pytest.raises(ValueError, match="dimensions applies to task 'embed' only, not 'score'"):
         Case.model_validate({**_case("score").model_dump(), "request": {"dimensions": 2}})
@@ -701,7 +688,7 @@ def test_batched_requests_carry_their_items_and_answers_are_matched_by_index(per
     m = _embed_measure(reversed_order, options)  # entries listed backwards, indexes right
     assert m.problem is None and all(x.ok for x in m.metrics), m
     assert m.notes["usage"].startswith("usage.prompt_tokens equal to the reference's token count")
-    runner = _served(reversed_order)
+    runner = served(reversed_order)
     evidence = runner.run("embed", list(TEXTS), req(**options)).evidence
     assert evidence.run.batching.items_per_request == sizes
     assert [meta["batch"]["items"] for meta in evidence.records] == [
@@ -720,7 +707,7 @@ def test_batched_requests_carry_the_requests_values_as_body_fields():
             bodies.append(json.loads(request.content))
         return await inner(request)
 
-    runner = _served(recording)
+    runner = served(recording)
     runner.run("embed", list(TEXTS), req(items_per_request=6, use_activation=False))
     assert bodies and all(b["use_activation"] is False for b in bodies)
 
@@ -741,7 +728,7 @@ def test_batched_answers_with_mixed_up_indexes_fail():
     ],
 )
 def test_a_repeated_or_out_of_range_index_is_the_servers_error(index_of, message):
-    runner = _served(_batched_embed_server(index_of=index_of))
+    runner = served(_batched_embed_server(index_of=index_of))
     with pytest.raises(
         ServerFailure, match=re.escape(f"/v1/embeddings request 0 (items [0, 1, 2]): {message}")
     ):
@@ -788,7 +775,7 @@ def _batched_requests(tmp_path, options: dict, logged: int | None = None, finish
     from harness.runners.worker import _requests
 
     log: list = []
-    runner = _served(_batched_embed_server(log=log))
+    runner = served(_batched_embed_server(log=log))
     runner.server.log_path = tmp_path / "server.log"
     runner.server.log_path.write_text("INFO started\n")
 
@@ -868,7 +855,7 @@ def test_a_batching_check_proves_its_batching_from_the_harness_and_the_servers_l
 
 
 def test_a_batching_check_without_a_server_log_is_not_proven(tmp_path):
-    runner = _served(_batched_embed_server())
+    runner = served(_batched_embed_server())
     run = runner.run("embed", list(TEXTS), req(items_per_request="all", max_in_flight=1))
     assert run.evidence.run.batching.server_log_requests is None
     base = _case("embed", EMBED_TOL).model_copy(update={"checks": ["batched_all"]})
@@ -934,7 +921,7 @@ def test_score_shapes_are_sent_as_asked_and_matched_by_index(per_request, shape,
         sent.append(json.loads(request.content))
         return await inner(request)
 
-    runner = _served(handler)
+    runner = served(handler)
     result = runner.run("score", [list(p) for p in PAIRS], req(items_per_request=per_request))
     got = result.outputs
     assert [float(g[0]) for g in got] == pytest.approx([_score(q, d) for q, d in PAIRS])
@@ -944,7 +931,7 @@ def test_score_shapes_are_sent_as_asked_and_matched_by_index(per_request, shape,
 
 @pytest.mark.parametrize("per_request", ["query", "all"])
 def test_score_shapes_with_mixed_up_indexes_fail(per_request):
-    runner = _served(_score_shapes_server(index_of=lambda k, n: n - 1 - k))
+    runner = served(_score_shapes_server(index_of=lambda k, n: n - 1 - k))
     got = runner.run("score", [list(p) for p in PAIRS], req(items_per_request=per_request)).outputs
     assert [float(g[0]) for g in got] != pytest.approx([_score(q, d) for q, d in PAIRS])
 
@@ -1023,7 +1010,7 @@ def test_api_pooling_sends_each_item_to_pooling_with_the_cases_task(task):
         "add_special_tokens": True,
     }
     out = (
-        _served(_pooling_server(seen))
+        served(_pooling_server(seen))
         .run(task, ["ab", "abc"], req(api="pooling", chat=chat))
         .outputs
     )
@@ -1040,14 +1027,14 @@ def test_api_pooling_sends_each_item_to_pooling_with_the_cases_task(task):
     assert tok[0]["messages"] == body["messages"]
     # without chat: the text as `input`
     seen.clear()
-    out = _served(_pooling_server(seen)).run(task, ["abcd"], req(api="pooling")).outputs
+    out = served(_pooling_server(seen)).run(task, ["abcd"], req(api="pooling")).outputs
     assert out[0].tolist() == [4.0, 1.0]
     assert [b for p, b in seen if p == "/pooling"][0]["input"] == "abcd"
 
 
 def test_chat_requests_leave_add_special_tokens_to_the_servers_default():
     seen: list = []
-    _served(_pooling_server(seen)).run("embed", ["ab"], req(api="pooling", chat={}))
+    served(_pooling_server(seen)).run("embed", ["ab"], req(api="pooling", chat={}))
     assert all("add_special_tokens" not in b for _, b in seen)
 
 

@@ -6,7 +6,7 @@ import json
 
 import httpx
 
-from harness.runners.serve import ServeRunner
+from tests.fake_server import served
 from tests.requests import req
 
 REFUSAL = (
@@ -16,20 +16,6 @@ REFUSAL = (
 )
 
 
-class _Alive:
-    pid = 0
-
-    def poll(self):
-        return None
-
-
-def _served(handler) -> ServeRunner:
-    runner = ServeRunner("v1")
-    runner.server.url, runner.model, runner.server.proc = "http://server.test", "m", _Alive()
-    runner.transport = httpx.MockTransport(handler)
-    return runner
-
-
 def _run(status: int, message: str):
     sent = []
 
@@ -37,7 +23,7 @@ def _run(status: int, message: str):
         sent.append((request.url.path, json.loads(request.content)))
         return httpx.Response(status, json={"error": {"message": message, "code": status}})
 
-    runner = _served(handler)
+    runner = served(handler)
     result = runner.run("embed&token_classify", ["Hi", "a text"], req(expect_refusal=True))
     return sent, result.outputs, [meta["refused"] for meta in result.evidence.records]
 

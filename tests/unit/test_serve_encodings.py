@@ -18,8 +18,8 @@ from harness.matrix.request import ServeOptions
 from harness.matrix.schema import Case
 from harness.run.matrices import load_matrix
 from harness.runners import serve_decode
-from harness.runners.serve import ServeRunner
 from harness.runners.serve_decode import ServerFailure, decode_values
+from tests.fake_server import served
 from tests.requests import req
 
 ORDERS = {"little": "<", "big": ">"}
@@ -176,13 +176,6 @@ def _encode(vector: np.ndarray, dtype: str, order: str) -> bytes:
     return arr.astype(arr.dtype.newbyteorder(ORDERS[order])).tobytes()
 
 
-class _Alive:
-    pid = 0
-
-    def poll(self):
-        return None
-
-
 def _binary_server(fault: str = ""):
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
@@ -217,10 +210,7 @@ def _binary_server(fault: str = ""):
 
 def _run(options: dict, fault: str = "") -> tuple[list[np.ndarray], list[dict]]:
     """The outputs and the per-request records of one run."""
-    runner = ServeRunner("v1")
-    runner.server.url, runner.model, runner.server.proc = "http://server.test", "m", _Alive()
-    runner.transport = httpx.MockTransport(_binary_server(fault))
-    result = runner.run("embed", list(TEXTS), req(**options))
+    result = served(_binary_server(fault)).run("embed", list(TEXTS), req(**options))
     return result.outputs, result.evidence.records
 
 

@@ -14,7 +14,7 @@ from harness.matrix.schema import Case, SyntheticModel, Tolerance
 from harness.models.synthetic import build
 from harness.run.execute import Executor
 from harness.runners import LoadRequest
-from harness.runners.serve import ServeRunner
+from tests.fake_server import served
 from tests.requests import nest, req
 
 TEXTS = ["the cat sat on the mat", "a dog ran", "where is the station?"]
@@ -95,10 +95,7 @@ def test_the_server_sends_use_activation_in_the_request_body():
             return httpx.Response(200, json={"data": [{"probs": [0.5]}], "usage": {}})
         return httpx.Response(200, json={"data": [{"data": [[0.1]]}], "usage": {}})
 
-    runner = ServeRunner("v1")
-    runner.server.url, runner.model = "http://server.test", "m"
-    runner.server.proc = type("Alive", (), {"poll": lambda self: None})()
-    runner.transport = httpx.MockTransport(handler)
+    runner = served(handler)
     runner.run("classify", ["a text"], req(use_activation=False))
     runner.run("reward", ["a text"], req(use_activation=True))
     runner.run("classify", ["a text"], req())

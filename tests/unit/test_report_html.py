@@ -197,3 +197,22 @@ def test_write_all_writes_the_page(tmp_path):
     paths = write_all(sample_report(), tmp_path)
     assert paths["html"] == tmp_path / "report.html"
     assert set(SECTIONS) <= parse(paths["html"].read_text()).ids
+
+
+def test_a_skipped_reference_is_not_listed_as_a_reference_problem():
+    """A reference the plan left out (no row judged against it: each a platform skip) or one that
+    skipped is no problem: its rows say why they did not run. An errored one is listed."""
+    from harness.report.markdown import to_markdown
+    from harness.report.model import ReferenceResult
+
+    report = sample_report()
+    report.references = [
+        ReferenceResult(case_id="idle-case", status="skip", reason="not run: no row is judged"),
+        ReferenceResult(case_id="broken-case", status="error", reason="recipe crashed"),
+    ]
+    for text in (to_markdown(report), to_html(report)):
+        assert "Reference (hf) problems" in text and "broken-case" in text
+        assert "idle-case" not in text
+    report.references = report.references[:1]
+    assert "Reference (hf) problems" not in to_markdown(report)
+    assert "Reference (hf) problems" not in to_html(report)

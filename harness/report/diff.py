@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.judge.verdict import is_failing
+from harness.judge.verdict_types import is_failing
 from harness.report.markdown import md_escape
 from harness.report.model import Report, Result, headline
 from harness.runners.outputs import load_items

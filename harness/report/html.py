@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness.judge.verdict import ORDER, is_failing
+from harness.judge.verdict_types import ORDER, is_failing
 from harness.report import grid as report_grid
 from harness.report.model import MetricOut, Report, Result, headline, margin
 

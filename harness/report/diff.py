@@ -275,7 +275,7 @@ def to_markdown(d: Diff, old: Report, new: Report) -> str:
 
 
 def to_html(d: Diff, old: Report, new: Report) -> str:
-    from harness.report.html import Raw, badge, details, esc, page, table
+    from harness.report.html_parts import Raw, badge, details, esc, page, table
 
     def side(r: Report) -> str:
         return (

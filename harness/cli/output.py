@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cli.common import out
-from harness.judge.verdict import is_failing
+from harness.judge.verdict_types import is_failing
 from harness.report import grid as report_grid
 from harness.report.markdown import metrics_cell
 from harness.report.model import ORDER, Report, Result

@@ -157,7 +157,7 @@ def svg(report: Report) -> str:
 
 
 def to_html(report: Report) -> str:
-    from harness.report.html import Raw, badge, esc, num, page, table
+    from harness.report.html_parts import Raw, badge, esc, num, page, table
 
     runners, rows = score_table(report)
     scores = table(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.judge.verdict import is_failing
+from harness.judge.verdict_types import is_failing
 from harness.report.markdown import md_escape
 from harness.report.model import Report, Result, headline
 from harness.runners.outputs import load_items
@@ -275,7 +275,7 @@ def to_markdown(d: Diff, old: Report, new: Report) -> str:
 
 
 def to_html(d: Diff, old: Report, new: Report) -> str:
-    from harness.report.html import Raw, badge, details, esc, page, table
+    from harness.report.html_parts import Raw, badge, details, esc, page, table
 
     def side(r: Report) -> str:
         return (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from harness.judge.verdict import ORDER
+from harness.judge.verdict_types import ORDER
 from harness.matrix.runner_names import runner_info
 from harness.report.model import Result
 

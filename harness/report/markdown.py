@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.judge.verdict import ORDER
+from harness.judge.verdict_types import ORDER
 from harness.report import grid
 from harness.report.model import MetricOut, Report, Result, headline, margin
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
-from harness.judge.verdict import ORDER, is_failing
+from harness.judge.verdict_types import ORDER, is_failing
 
 SCHEMA_VERSION = 1
 

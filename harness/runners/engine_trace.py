@@ -1,7 +1,7 @@
 """What vLLM's scheduler really did with a run's requests: the order they reached it and, per
 engine step, which requests it scheduled and how many tokens of each. The proof of effect of the
 invariance checks that change order, batching or chunking
-(harness.judge.verdict.check_not_in_effect).
+(harness.judge.check_proof.check_not_in_effect, which harness.judge.verdict asks).
 
 Read from the scheduler itself (its `add_request` and `schedule` calls), so it exists only when
 the engine core runs in this process (the CPU default, VLLM_ENABLE_V1_MULTIPROCESSING=0); with

@@ -49,7 +49,7 @@ def _lora_flags(lora_dir: str | None) -> dict[str, Any]:
     smallest max_lora_rank that holds its r) and the adapter registered under LORA_NAME."""
     if not lora_dir:
         return {}
-    from harness.runners.vllm import lora_engine_kwargs
+    from harness.runners.vllm_engine import lora_engine_kwargs
 
     return {**lora_engine_kwargs(lora_dir), "lora_modules": f"{LORA_NAME}={lora_dir}"}
 

@@ -27,17 +27,15 @@ import numpy as np
 from harness.matrix.request import Request
 from harness.runners import LoadRequest, RunResult
 from harness.runners.engine_trace import EngineTrace
-from harness.runners.vllm import (
-    VllmRunner,
+from harness.runners.vllm import VllmRunner
+from harness.runners.vllm_engine import (
     engine_kwargs,
-    engine_prompt,
     explained_start,
     heap_kept_frozen,
-    load_info,
     lora_request,
-    output_meta,
-    to_numpy,
 )
+from harness.runners.vllm_io import engine_prompt, output_meta, to_numpy
+from harness.runners.vllm_load_info import load_info
 
 RUN_TIMEOUT = 300.0  # seconds one run's requests may take together, below the case's 600 s
 # the case task -> the pooling task AsyncLLM.encode is asked for (no `reward` task in vLLM)
@@ -59,8 +57,9 @@ class AsyncRunTimeout(TimeoutError):
 
 
 class _EngineView:
-    """What harness.runners.vllm.load_info asks of an engine, over an AsyncLLM: its config as
-    `llm_engine.vllm_config`, and collective_rpc run to completion on the runner's loop."""
+    """What harness.runners.vllm_load_info.load_info asks of an engine, over an AsyncLLM: its
+    config as `llm_engine.vllm_config`, and collective_rpc run to completion on the runner's
+    loop."""
 
     def __init__(self, engine, loop: asyncio.AbstractEventLoop):
         self.llm_engine = engine

@@ -166,13 +166,13 @@ def test_the_colqwen3_prompts_are_colpali_engine_s():
 
 
 def test_vllm_is_sent_a_page_s_prompt_after_its_image(monkeypatch):
-    from harness.runners.vllm import _score_input
+    from harness.runners.vllm_io import score_input
 
     page = {"text": COLQWEN3_PAGE, "image": "synthetic-images/0"}
-    parts = _score_input(page)["content"]
+    parts = score_input(page)["content"]
     assert [p["type"] for p in parts] == ["image_url", "text"]
     assert parts[1]["text"] == COLQWEN3_PAGE
     assert parts[0]["image_url"]["url"].startswith("data:image/png;base64,")
     # an image alone stays one part; a text stays a text
-    assert len(_score_input({"image": "synthetic-images/0"})["content"]) == 1
-    assert _score_input("a query") == "a query"
+    assert len(score_input({"image": "synthetic-images/0"})["content"]) == 1
+    assert score_input("a query") == "a query"

@@ -100,7 +100,7 @@ def test_a_malformed_lora_is_refused(write_matrix, lora, message):
 
 def test_vllm_engine_kwargs_take_the_smallest_rank_vllm_accepts(tmp_path):
     pytest.importorskip("vllm")
-    from harness.runners.vllm import lora_engine_kwargs
+    from harness.runners.vllm_engine import lora_engine_kwargs
 
     for r, rank in ((1, 1), (4, 8), (8, 8), (9, 16)):
         (tmp_path / "adapter_config.json").write_text(json.dumps({"r": r}))

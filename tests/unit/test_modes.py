@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.judge.verdict import ORDER, Status, Verdict
+from harness.judge.verdict_types import ORDER, Status, Verdict
 from harness.report.model import Result
 from harness.run.modes import Against, GoldenMode, mode_of
 

@@ -33,7 +33,7 @@ def test_texts_with_images_are_hashed_over_their_pixels(monkeypatch):
 
 
 def test_the_vllm_prompt_of_a_text_with_an_image_holds_both():
-    from harness.runners.vllm import engine_prompt
+    from harness.runners.vllm_io import engine_prompt
 
     item = input_set("texts-with-images").items[2]
     prompt = engine_prompt(item)

@@ -5,7 +5,8 @@ import math
 import re
 from html.parser import HTMLParser
 
-from harness.report.html import FLOOR, to_html
+from harness.report.html import to_html
+from harness.report.margin_chart import FLOOR
 from harness.report.model import AuditRow, MetricOut, Report, Result
 from harness.report.write import write_all
 

@@ -2,7 +2,7 @@
 
 import types
 
-from harness.runners.vllm import _actual_runner
+from harness.runners.vllm_load_info import _actual_runner
 
 
 def _runner_class(module: str):
@@ -27,7 +27,7 @@ class _RemoteEngine:
     def collective_rpc(self, method):
         if self.fails:
             raise self.fails
-        from harness.runners.vllm import _runner_of_worker
+        from harness.runners.vllm_load_info import _runner_of_worker
 
         assert method is _runner_of_worker
         return [method(w) for w in self.workers]
@@ -62,7 +62,7 @@ def test_an_engine_that_cannot_be_asked_is_unproven_never_the_flag():
 
 
 def test_the_rpc_reads_a_wrapped_worker_too():
-    from harness.runners.vllm import _runner_of_worker
+    from harness.runners.vllm_load_info import _runner_of_worker
 
     wrapper = types.SimpleNamespace(worker=_worker("vllm.v1.worker.gpu.model_runner"))
     assert "vllm.v1.worker.gpu.model_runner" in _runner_of_worker(wrapper)

@@ -1,5 +1,5 @@
 """Engine starts without full collections of the worker's heap, and without leaks: what an engine
-allocates is never frozen, so the collection at unload frees it (harness.runners.vllm)."""
+allocates is never frozen, so the collection at unload frees it (harness.runners.vllm_engine)."""
 
 import gc
 import weakref
@@ -7,7 +7,7 @@ import weakref
 import pytest
 
 from harness.runners import freeze_what_is_alive
-from harness.runners.vllm import heap_kept_frozen
+from harness.runners.vllm_engine import heap_kept_frozen
 
 
 class Node:

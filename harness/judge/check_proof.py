@@ -15,7 +15,8 @@ def check_unavailable(case: "Case", info: dict) -> str | None:
     reason, e.g. async scheduling, which vLLM's CPU platform always turns off), else None."""
     if case.check is None:
         return None
-    from harness.matrix.checks import CHECKS, Evidence
+    from harness.matrix.checks import CHECKS
+    from harness.matrix.proofs import Evidence
 
     check = CHECKS.get(case.check)
     if check is None or check.unavailable is None:
@@ -30,7 +31,8 @@ def check_not_in_effect(case: "Case", info: dict) -> str | None:
     take effect, or whose effect could not be read, proves nothing: an error."""
     if case.check is None:
         return None
-    from harness.matrix.checks import CHECKS, Evidence
+    from harness.matrix.checks import CHECKS
+    from harness.matrix.proofs import Evidence
 
     check = CHECKS.get(case.check)
     if check is None:

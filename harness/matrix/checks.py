@@ -5,61 +5,39 @@ and the same tolerances. vLLM has a separate test for each of these.
 
 A check is one `InvarianceCheck` in `CHECKS`: the engine settings, run options and server request
 options it asks for, the runners it applies to, and its proof of effect (why it did not take
-effect, read from what the engine reported). The matrix schema takes its check names from here;
-harness.judge.verdict decides that a derived case must prove its check and asks the check how.
+effect, read from what the engine reported: harness.matrix.proofs). The matrix schema takes its
+check names from here; harness.judge.verdict decides that a derived case must prove its check and
+asks the check how.
 This module imports nothing from the schema (the schema validates check names against CHECKS).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from harness.matrix.evidence import RequestsEvidence, ServerMetrics
+from harness.matrix.proofs import (
+    BATCH_CHUNK,
+    DEEP_CHUNKS,
+    Proof,
+    async_scheduled,
+    async_unavailable,
+    batched,
+    chunked,
+    compiled,
+    concurrent,
+    deep_chunked,
+    no_prefix_cache,
+    one_by_one,
+    parallel,
+    prefix_cached,
+    sequential,
+    shuffled,
+    sync_scheduled,
+    tiled,
+    unchunked,
+)
 from harness.matrix.runner_names import RUNNER_NAMES, runner_info
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What a runner reported about a derived case's run (its outcome's `info`): the engine's
-    effective settings, per request the prompt lengths, prefix-cache hits and what the scheduler
-    did (harness.runners.engine_trace) and, for a server, its own metrics."""
-
-    check: str
-    effective: dict
-    requests: RequestsEvidence
-    engine_trace: dict
-    device: str | None = None
-
-    @classmethod
-    def of(cls, check: str, info: dict) -> Evidence:
-        return cls(
-            check,
-            info.get("effective") or {},
-            RequestsEvidence.read(info.get("requests"), f"{check}: info.requests"),
-            info.get("engine_trace") or {},
-            info.get("device"),
-        )
-
-    @property
-    def head(self) -> str:
-        return f"invariance check {self.check} did not take effect"
-
-    @property
-    def unproven(self) -> str:
-        return f"invariance check {self.check} is not proven"
-
-    @property
-    def untraced(self) -> str:
-        absent = self.engine_trace.get("absent") or "the runner recorded none"
-        return f"{self.unproven}: no trace of vLLM's scheduler for this run ({absent})"
-
-
-# deep chunked prefill: the fewest steps a prompt at max_model_len must be scheduled over
-DEEP_CHUNKS = 4
-
-# a proof of effect: None when the evidence shows the check took effect, else why not (an error)
-Proof = Callable[[Evidence], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -88,300 +66,6 @@ ENGINE_RUNNERS = tuple(
 SERVE_RUNNERS = tuple(n for n in RUNNER_NAMES if runner_info(n).is_server)
 
 
-def _shuffled(ev: Evidence) -> str | None:
-    order = ev.requests.arrival_order
-    if order is None:
-        return ev.untraced
-    if order == sorted(order):
-        return (
-            f"{ev.head}: vLLM's scheduler received the {len(order)} requests in input order "
-            f"(the permutation is the identity), as in the base run"
-        )
-    return None
-
-
-def _one_by_one(ev: Evidence) -> str | None:
-    peak, count = ev.requests.peak_batch, ev.requests.count
-    if peak is None:
-        return ev.untraced
-    if not count or count < 2:
-        return f"{ev.head}: the case has {count} request(s); a batch of one is the base run itself"
-    if peak != 1:
-        return (
-            f"{ev.head}: an engine step scheduled {peak} requests together "
-            f"(one in every step needed)"
-        )
-    return None
-
-
-def _chunked(ev: Evidence) -> str | None:
-    eff, req = ev.effective, ev.requests
-    chunk, longest = eff.get("max_num_batched_tokens"), req.max_prompt_tokens
-    if eff.get("enable_chunked_prefill") is not True:
-        setting = eff.get("enable_chunked_prefill")
-        return f"{ev.head}: the engine ran with enable_chunked_prefill={setting}"
-    if req.split_prompts is None:
-        return ev.untraced
-    if not req.split_prompts:
-        return (
-            f"{ev.head}: vLLM's scheduler split no prompt across engine steps (longest prompt "
-            f"{longest} tokens, {chunk}-token steps); use longer inputs or a smaller "
-            f"max_num_batched_tokens"
-        )
-    return None
-
-
-def _unchunked(ev: Evidence) -> str | None:
-    eff, req = ev.effective, ev.requests
-    budget, tokens = eff.get("max_num_batched_tokens"), req.tokens_scheduled
-    if eff.get("enable_chunked_prefill") is not False:
-        setting = eff.get("enable_chunked_prefill")
-        return f"{ev.head}: the engine ran with enable_chunked_prefill={setting}"
-    if req.split_prompts is None:
-        return ev.untraced
-    if req.split_prompts:
-        split = req.split_prompts
-        return f"{ev.head}: vLLM's scheduler split {split} prompt(s) across engine steps"
-    if budget is None or tokens <= budget:
-        return (
-            f"{ev.head}: all {tokens} prompt tokens fit one {budget}-token step, so no "
-            f"prompt had to wait for a later step instead of being split (as in the base "
-            f"run); use more inputs or a smaller max_num_batched_tokens"
-        )
-    return None
-
-
-def _deep_chunked(ev: Evidence) -> str | None:
-    """At least DEEP_CHUNKS steps for a prompt at max_model_len, which shared a step with a
-    short prompt scheduled whole (long and short prompts chunked together in one batch)."""
-    eff, req = ev.effective, ev.requests
-    wrong = _chunked(ev)
-    if wrong:
-        return wrong
-    longest, limit = req.max_prompt_tokens, eff.get("max_model_len")
-    steps, shared = req.longest_prompt_steps, req.shared_long_short_steps
-    if steps is None:
-        return ev.untraced
-    if longest is None or limit is None or longest != limit:
-        return (
-            f"{ev.head}: the longest prompt has {longest} tokens, not max_model_len={limit} "
-            f"(use inputs truncated to max_model_len)"
-        )
-    if steps < DEEP_CHUNKS:
-        chunk = eff.get("max_num_batched_tokens")
-        return (
-            f"{ev.head}: the longest prompt ({longest} tokens) was scheduled over {steps} engine "
-            f"step(s) of {chunk} tokens, fewer than {DEEP_CHUNKS}"
-        )
-    if not shared:
-        return (
-            f"{ev.head}: no engine step scheduled a {longest}-token prompt beside a short "
-            f"prompt (long and short prompts were never chunked together)"
-        )
-    return None
-
-
-def _tiled(ev: Evidence) -> str | None:
-    eff, req = ev.effective, ev.requests
-    seqs, peak, count = eff.get("max_num_seqs"), req.peak_batch, req.count
-    if peak is None or req.waited is None:
-        return ev.untraced
-    if seqs is None or count is None or count <= seqs:
-        return (
-            f"{ev.head}: {count} requests with max_num_seqs={seqs}: the batch must hold more "
-            f"requests than one step may schedule"
-        )
-    if peak > seqs:
-        return f"{ev.head}: an engine step scheduled {peak} requests (max_num_seqs={seqs})"
-    if not req.waited:
-        return f"{ev.head}: every request was scheduled in the run's first step (none waited)"
-    return None
-
-
-def _async_unavailable(ev: Evidence) -> str | None:
-    if ev.device == "cpu" and ev.effective.get("async_scheduling") is False:
-        return (
-            "vLLM's CPU platform turns async scheduling off for every model "
-            "(vllm/platforms/cpu.py, CpuPlatform.check_and_update_config: "
-            "scheduler_config.async_scheduling = False, 'async scheduling is not required on "
-            "CPU'); asked for async_scheduling=True, the engine ran with False and no batch "
-            "queue. It runs on a GPU (ci/gpu-check)"
-        )
-    return None
-
-
-def _async(ev: Evidence) -> str | None:
-    eff, req = ev.effective, ev.requests
-    if eff.get("async_scheduling") is not True:
-        return f"{ev.head}: the engine ran with async_scheduling={eff.get('async_scheduling')}"
-    if req.queued_steps is None:
-        return ev.untraced
-    if not req.batch_queue_size or not req.queued_steps:
-        return (
-            f"{ev.head}: the engine core took {req.queued_steps} steps through a batch "
-            f"queue of size {req.batch_queue_size} (async scheduling steps through one)"
-        )
-    return None
-
-
-def _sync(ev: Evidence) -> str | None:
-    eff, req = ev.effective, ev.requests
-    if eff.get("async_scheduling") is not False or req.batch_queue_size:
-        return (
-            f"{ev.head}: async_scheduling={eff.get('async_scheduling')}, batch queue of size "
-            f"{req.batch_queue_size}"
-        )
-    return None
-
-
-def _compiled(ev: Evidence) -> str | None:
-    eff = ev.effective
-    mode = eff.get("compilation_mode")
-    if eff.get("enforce_eager") is not False or mode in (None, "NONE"):
-        return (
-            f"{ev.head}: the engine ran with enforce_eager={eff.get('enforce_eager')}, "
-            f"compilation mode {mode}"
-        )
-    return None
-
-
-def _parallel(setting: str, chunked: bool) -> Proof:
-    """The model split over 2 devices (`setting` = 2 in the effective config); with `chunked`,
-    prompts also split across engine steps (vllm#56666: pipeline parallel with chunked
-    requests)."""
-
-    def proof(ev: Evidence) -> str | None:
-        size = ev.effective.get(setting)
-        if size != 2:
-            return f"{ev.head}: the engine ran with {setting}={size}"
-        return _chunked(ev) if chunked else None
-
-    return proof
-
-
-def _prefix_cached(ev: Evidence) -> str | None:
-    eff, req = ev.effective, ev.requests
-    if eff.get("enable_prefix_caching") is not True:
-        setting = eff.get("enable_prefix_caching")
-        return f"{ev.head}: the engine ran with enable_prefix_caching={setting}"
-    if not req.cached_tokens:
-        lengths = f"{req.min_prompt_tokens}-{req.max_prompt_tokens}"
-        return (
-            f"{ev.head}: the second pass read {req.cached_tokens} tokens from the "
-            f"prefix cache (prompts of {lengths} tokens, KV block {eff.get('block_size')}): "
-            f"a prompt shorter than a block cannot hit the cache"
-        )
-    return None
-
-
-def _no_prefix_cache(ev: Evidence) -> str | None:
-    eff, req = ev.effective, ev.requests
-    if eff.get("enable_prefix_caching") is not False or req.cached_tokens:
-        return (
-            f"{ev.head}: enable_prefix_caching={eff.get('enable_prefix_caching')}, "
-            f"{req.cached_tokens} tokens read from the cache"
-        )
-    return None
-
-
-def _concurrent(ev: Evidence) -> str | None:
-    peak = ev.requests.peak_in_flight
-    if peak is None or peak < 2:
-        return f"{ev.head}: at most {peak} requests were in flight at once (more than one needed)"
-    return _server_batching_unproven(ev)
-
-
-def _server_batching_unproven(ev: Evidence) -> str | None:
-    """Requests in flight at once are the client's doing; that the server ran them together is
-    read from its /metrics: more requests finished than engine steps ran during the case means
-    some step held two or more (each finished request is counted in exactly one step)."""
-    server = ev.requests.server_metrics or ServerMetrics()
-    if server.error:
-        return f"{ev.unproven}: the server's /metrics could not be read ({server.error})"
-    steps, done = server.engine_steps, server.requests_finished
-    if steps is None or done is None:
-        return f"{ev.unproven}: the server's /metrics has no engine-step or finished-request counts"
-    if done <= steps:
-        return (
-            f"{ev.unproven}: the server finished {done} requests in {steps} engine steps, so no "
-            f"step is known to have held more than one (the server may not have batched them)"
-        )
-    return None
-
-
-def _sequential(ev: Evidence) -> str | None:
-    peak = ev.requests.peak_in_flight
-    if peak is None or peak != 1:
-        return f"{ev.head}: at most {peak} requests were in flight at once (exactly one needed)"
-    server = ev.requests.server_metrics or ServerMetrics()
-    if (server.requests_finished or 0) > (server.engine_steps or 0) > 0:
-        done, steps = server.requests_finished, server.engine_steps
-        return (
-            f"{ev.head}: one request was in flight at a time, yet the server finished "
-            f"{done} requests in {steps} engine steps"
-        )
-    return None
-
-
-# items per request of the chunked batching checks: 24-item input sets give 8 requests
-BATCH_CHUNK = 3
-
-
-def _batched(kind: str) -> Proof:
-    """Several items per request (a list `input`), proven on both sides: the requests the harness
-    sent (how many, how many items each, how many in flight), the server's own access log (as
-    many `POST <endpoint>` answered 200 as the harness sent) and its /metrics (one engine request
-    finished per item, so each HTTP request carried its items to the engine). `kind`: `all` (one
-    request), `chunks` (BATCH_CHUNK items each, one at a time), `in_flight` (chunks, several
-    outstanding at once), `query` (/score: one request per query with its documents, 1:N)."""
-
-    def proof(ev: Evidence) -> str | None:
-        b = ev.requests.batching
-        if not b:
-            return f"{ev.unproven}: the runner recorded no batched requests"
-        sizes, endpoint = b.items_per_request or [], b.endpoint
-        sent, items = len(sizes), sum(sizes)
-        logged = b.server_log_requests
-        if logged is None:
-            why = b.server_log_error
-            return f"{ev.unproven}: the server's access log could not be read ({why})"
-        if logged != sent:
-            return (
-                f"{ev.unproven}: the harness sent {sent} requests to {endpoint}, the server's "
-                f"access log shows {logged} answered"
-            )
-        server = ev.requests.server_metrics or ServerMetrics()
-        if server.error:
-            return f"{ev.unproven}: the server's /metrics could not be read ({server.error})"
-        done = server.requests_finished
-        if done != items:
-            return (
-                f"{ev.unproven}: the server finished {done} engine requests for the {items} "
-                f"items of {sent} HTTP requests (one per item expected)"
-            )
-        peak = ev.requests.peak_in_flight
-        if kind == "query" and (sent < 2 or max(sizes) < 2):
-            return (
-                f"{ev.head}: requests of {sizes} pairs (one per query, some with several "
-                f"documents, needed)"
-            )
-        if kind == "all" and (sent != 1 or items < 2):
-            return f"{ev.head}: {sent} requests of {sizes} items (one request of all needed)"
-        if kind in ("chunks", "in_flight"):
-            if sent < 2 or max(sizes) != BATCH_CHUNK:
-                return (
-                    f"{ev.head}: requests of {sizes} items (several requests of at most "
-                    f"{BATCH_CHUNK}, some full, needed)"
-                )
-            if kind == "chunks" and peak != 1:
-                return f"{ev.head}: {peak} requests were in flight at once (one at a time needed)"
-            if kind == "in_flight" and (peak is None or peak < 2):
-                return f"{ev.head}: at most {peak} requests were in flight at once (2+ needed)"
-        return None
-
-    return proof
-
-
 CHECKS: dict[str, InvarianceCheck] = {
     c.name: c
     for c in (
@@ -390,7 +74,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "request order permuted with a seeded generator, restored after (scheduling bugs); "
             "proof: the scheduler received them in an order that is not the input order",
             ENGINE_RUNNERS,
-            _shuffled,
+            shuffled,
             run_options={"shuffle_seed": "{seed}"},
         ),
         InvarianceCheck(
@@ -398,7 +82,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "one request at a time versus the batch (padding/masking/batch-invariance bugs); "
             "proof: every engine step scheduled one request",
             ENGINE_RUNNERS,
-            _one_by_one,
+            one_by_one,
             run_options={"one_by_one": True},
         ),
         # both prefill checks run under a small per-step token budget, where the base run holds
@@ -408,7 +92,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "chunked_prefill",
             "prompts split into 16-token pieces; proof: a prompt scheduled over several steps",
             ENGINE_RUNNERS,
-            _chunked,
+            chunked,
             engine={
                 "enable_chunked_prefill": True,
                 "max_num_batched_tokens": 16,
@@ -420,7 +104,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "prompts that do not fit a step wait whole for a later one; proof: more tokens than "
             "one step holds, none split",
             ENGINE_RUNNERS,
-            _unchunked,
+            unchunked,
             engine={
                 "enable_chunked_prefill": False,
                 "max_model_len": 64,
@@ -436,7 +120,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "batch; proof: the longest prompt took that many steps and shared one with a short "
             "prompt",
             ENGINE_RUNNERS,
-            _deep_chunked,
+            deep_chunked,
             engine={
                 "enable_chunked_prefill": True,
                 "max_model_len": 128,
@@ -449,7 +133,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "at most 2 requests per engine step: the batch is tiled and the rest wait; proof: "
             "no step scheduled more than max_num_seqs and some request waited",
             ENGINE_RUNNERS,
-            _tiled,
+            tiled,
             engine={"max_num_seqs": 2},
         ),
         # vLLM turns async scheduling off by default for pooling models and always on CPU
@@ -458,16 +142,16 @@ CHECKS: dict[str, InvarianceCheck] = {
             "the engine core schedules the next batch while the model runs this one; proof: "
             "async_scheduling on and steps taken through the engine core's batch queue",
             ENGINE_RUNNERS,
-            _async,
+            async_scheduled,
             engine={"async_scheduling": True},
-            unavailable=_async_unavailable,
+            unavailable=async_unavailable,
         ),
         InvarianceCheck(
             "no_async_scheduling",
             "async scheduling off (vLLM's default for pooling models); proof: the engine ran "
             "without it and without a batch queue",
             ENGINE_RUNNERS,
-            _sync,
+            sync_scheduled,
             engine={"async_scheduling": False},
         ),
         # the harness runs eager on CPU (PARITY_ENFORCE_EAGER on GPU); vLLM's CPU platform
@@ -477,7 +161,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "the model compiled (torch.compile through vLLM) versus the eager base run; proof: "
             "enforce_eager off and a compilation mode other than NONE",
             ENGINE_RUNNERS,
-            _compiled,
+            compiled,
             engine={"enforce_eager": False},
         ),
         # two devices: vLLM's CPU backend does not start these on a 2-core machine (measured),
@@ -486,7 +170,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "tensor_parallel_2",
             "attention heads and MLP split over 2 devices; proof: tensor_parallel_size 2",
             ENGINE_RUNNERS,
-            _parallel("tensor_parallel_size", chunked=False),
+            parallel("tensor_parallel_size", chunks=False),
             engine={"tensor_parallel_size": 2},
         ),
         InvarianceCheck(
@@ -494,7 +178,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "layers split over 2 devices, prompts chunked into 16-token steps (vllm#56666); "
             "proof: pipeline_parallel_size 2 and a prompt scheduled over several steps",
             ENGINE_RUNNERS,
-            _parallel("pipeline_parallel_size", chunked=True),
+            parallel("pipeline_parallel_size", chunks=True),
             engine={
                 "pipeline_parallel_size": 2,
                 "enable_chunked_prefill": True,
@@ -509,7 +193,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "the same requests twice: the second pass reads the prefix cache the first one "
             "filled; proof: tokens read from the cache",
             ENGINE_RUNNERS,
-            _prefix_cached,
+            prefix_cached,
             engine={"enable_prefix_caching": True, "block_size": 32},
             run_options={"warm_prefix_cache": True},
         ),
@@ -517,7 +201,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "no_prefix_cache",
             "prefix caching off; proof: the engine ran without it and read nothing from a cache",
             ENGINE_RUNNERS,
-            _no_prefix_cache,
+            no_prefix_cache,
             engine={"enable_prefix_caching": False},
         ),
         # checks of the server runners: request options (ServeOptions), not engine settings. The
@@ -527,7 +211,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "many requests in flight at once, each held to the reference; proof: the server's "
             "own counts show it ran some of them in one engine step",
             SERVE_RUNNERS,
-            _concurrent,
+            concurrent,
             serve={"max_in_flight": 16},
         ),
         InvarianceCheck(
@@ -535,7 +219,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "one request in flight at a time; proof: the peak in flight was one and the server "
             "did not finish more requests than it ran engine steps",
             SERVE_RUNNERS,
-            _sequential,
+            sequential,
             serve={"max_in_flight": 1},
         ),
         # batched requests (issue #26): OpenAI-style clients send many inputs in one request; the
@@ -545,7 +229,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "every item in one request (a list `input`); proof: one request sent, one logged by "
             "the server's access log, one engine request finished per item",
             SERVE_RUNNERS,
-            _batched("all"),
+            batched("all"),
             serve={"items_per_request": "all", "max_in_flight": 1},
         ),
         InvarianceCheck(
@@ -553,7 +237,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             f"requests of {BATCH_CHUNK} items, one at a time; proof: as many requests sent as the "
             "server's access log answered, one in flight, one engine request per item",
             SERVE_RUNNERS,
-            _batched("chunks"),
+            batched("chunks"),
             serve={"items_per_request": BATCH_CHUNK, "max_in_flight": 1},
         ),
         InvarianceCheck(
@@ -561,7 +245,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             f"requests of {BATCH_CHUNK} items, several in flight at once; proof: as "
             "batched_chunks, with two or more requests outstanding together",
             SERVE_RUNNERS,
-            _batched("in_flight"),
+            batched("in_flight"),
             serve={"items_per_request": BATCH_CHUNK, "max_in_flight": 16},
         ),
         # /score's shapes (issue #26): text_1 one query and text_2 its documents (1:N, the
@@ -572,7 +256,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "proof: one request per query, some with several documents, as many logged by the "
             "server, one engine request per pair",
             SERVE_RUNNERS,
-            _batched("query"),
+            batched("query"),
             serve={"items_per_request": "query", "max_in_flight": 16},
         ),
         InvarianceCheck(
@@ -580,7 +264,7 @@ CHECKS: dict[str, InvarianceCheck] = {
             "/score with every pair in one request (text_1 and text_2 lists, pair k their k-th "
             "texts); proof: one request, logged by the server, one engine request per pair",
             SERVE_RUNNERS,
-            _batched("all"),
+            batched("all"),
             serve={"items_per_request": "all", "max_in_flight": 1},
         ),
     )

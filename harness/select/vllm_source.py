@@ -4,7 +4,8 @@ architecture it has no entry for, which of its files import which (an import clo
 tables vLLM reads by architecture name rather than by import (models/config.py's
 MODELS_CONFIG_MAP, the hybrid-model fix), which an import closure cannot see.
 
-`harness.select.rows` asks these questions to map a changed vLLM file to the cases it can affect.
+`harness.select.vllm_rules` asks these questions to map a changed vLLM file to the cases it can
+affect.
 """
 
 from __future__ import annotations

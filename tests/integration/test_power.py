@@ -60,7 +60,7 @@ def test_every_mutation_is_caught_and_the_run_passes(power_run):
     for m in muts.values():
         assert all(c["message"] for c in m["caught"])
     md = (out / "power.md").read_text()
-    assert "3 caught, 0 missed" in md and "pw-bert-tiny-mean-embed · vllm-v2 (fail)" in md
+    assert "3 caught, 0 not caught" in md and "pw-bert-tiny-mean-embed · vllm-v2 (fail)" in md
     assert (out / "power.html").read_text().count("<tr") == 4
 
 

@@ -266,7 +266,8 @@ def serve_run(tmp: Path, env: dict[str, str] | None = None) -> Run:
 
 
 def server_log_has(run: Run, text: str) -> bool:
-    for path in run.tmp.glob("parity-serve-*/server.log"):  # TMPDIR is the test's folder
+    # a server logs into the run's logs/ (<runner>[.<lane>].server-<k>.log)
+    for path in run.tmp.glob("out/logs/*.server-*.log"):
         if text in path.read_text(errors="replace"):
             return True
     return False

@@ -32,6 +32,10 @@ INTERPRETER_LIMITS = (
     # architectures) interpolates its position embeddings with a Triton kernel wherever Triton
     # is importable (`triton_pos_embed_interpolate`); interpreted in bfloat16 it returns inf/NaN
     # (exact to the native path in float32 and float16). V1 workers on CPU have no Triton.
+    # Qwen3VLForSequenceClassification (the Qwen3-VL reranker and classifier, hf_overrides or
+    # checkpoint) holds the same tower: its image rows return NaN, and a text-only case served
+    # by the same engine after them does too (NaN left in the engine's buffers); with the tower
+    # forced to its native path, V2 matches HF on all of them (docs/measurements/half-precision).
     InterpreterLimit(
         dtypes=frozenset({"bfloat16"}),
         architectures=frozenset(
@@ -44,6 +48,7 @@ INTERPRETER_LIMITS = (
                 "Qwen3VLMoeForConditionalGeneration",
                 "Qwen3_5ForConditionalGeneration",
                 "Qwen3_5MoeForConditionalGeneration",
+                "Qwen3VLForSequenceClassification",
             }
         ),
         reason="Triton's CPU interpreter returns inf/NaN from Qwen3-VL's vision position-"

@@ -16,8 +16,17 @@ COLQWEN3 = ["ColQwen3"]
 
 
 @pytest.mark.parametrize("runner", ["vllm-v2", "vllm-auto", "vllm-serve-v2", "vllm-serve-auto"])
-def test_qwen3_vl_vision_in_bfloat16_is_a_cpu_limit_of_interpreted_triton(runner):
-    why = Platform("cpu").cannot_run(runner, "bfloat16", COLQWEN3)
+@pytest.mark.parametrize(
+    "archs",
+    [
+        COLQWEN3,
+        # the Qwen3-VL reranker (hf_overrides) and sequence classifier: the same vision tower;
+        # measured NaN on V2 in bfloat16 at the image rows, and at a text row of the same engine
+        ["Qwen3VLForSequenceClassification"],
+    ],
+)
+def test_qwen3_vl_vision_in_bfloat16_is_a_cpu_limit_of_interpreted_triton(runner, archs):
+    why = Platform("cpu").cannot_run(runner, "bfloat16", archs)
     assert why and "triton_pos_embed_interpolate" in why and "bfloat16" in why
 
 

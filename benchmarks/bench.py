@@ -6,7 +6,9 @@
   (b) the same subset the naive way: a fresh worker process and engine per case per runner, with
       vLLM's default process layout (as vLLM's own tests run);
   (B) the whole default matrix the naive way (long: ~1 hour here; run once whatever --repeat);
-  (c) the default matrix against the committed goldens (no HF process).
+  (c) the default matrix against the committed goldens (no HF process);
+  (d) the whole surface the nightly runs: the default, extended, serve and multimodal matrices,
+      one run each, summed (long; only when asked: --modes d_surface).
 
 Prints wall time, per-phase time (worker process start, engine start + model load — the first
 load of a worker includes importing torch and vLLM —, forward, compare + report), engine loads,
@@ -40,7 +42,16 @@ MODES = {
 }
 
 
-ONCE = {"B_default_matrix_naive"}  # about an hour: one run is the measurement
+ONCE = {"B_default_matrix_naive", "d_surface"}  # long: one run is the measurement
+
+# (d): each matrix its own `parity run`, the figures summed (SURFACE_MODE is never a default)
+SURFACE_MODE = "d_surface"
+SURFACE = (
+    "matrices/pooling.yaml",
+    "matrices/extended.yaml",
+    "matrices/serve.yaml",
+    "matrices/multimodal.yaml",
+)
 
 
 def run_once(mode: str, args: list[str], out: Path) -> dict:
@@ -96,6 +107,39 @@ def run_once(mode: str, args: list[str], out: Path) -> dict:
     }
 
 
+def combined(parts: dict[str, dict]) -> dict:
+    """One figure set for runs made one after another (the surface's matrices): times, counts and
+    loads add up, the exit code is the worst, peak RSS the largest; `parts` keeps each run's."""
+    first = next(iter(parts.values()))
+    phases = {k: sum((p["phases"][k] or 0) for p in parts.values()) for k in first["phases"]}
+    rss_keys = {k for p in parts.values() for k in p["peak_rss_mb"]}
+    return {
+        "mode": SURFACE_MODE,
+        "exit_code": max((p["exit_code"] for p in parts.values()), key=abs),
+        "wall_seconds": sum(p["wall_seconds"] for p in parts.values()),
+        "comparisons": sum(p["comparisons"] for p in parts.values()),
+        "passed_or_expected": sum(p["passed_or_expected"] for p in parts.values()),
+        "phases": phases,
+        "peak_rss_mb": {
+            k: max(p["peak_rss_mb"].get(k, 0) for p in parts.values()) for k in rss_keys
+        },
+        "report": first["report"],
+        "parts": parts,
+    }
+
+
+def run_mode(mode: str, out: Path) -> dict:
+    """One run of `mode`; the surface is one run per matrix, combined."""
+    if mode != SURFACE_MODE:
+        return run_once(mode, MODES[mode], out)
+    parts = {}
+    for matrix in SURFACE:
+        stem = Path(matrix).stem
+        parts[stem] = run_once(f"{mode}-{stem}", ["--matrix", matrix], out / stem)
+        print(f"    {stem}: {parts[stem]['wall_seconds']:.1f} s", flush=True)
+    return combined(parts)
+
+
 def identical_outputs(a: Path, b: Path) -> dict:
     """Max abs difference between the vLLM outputs of two runs of the same cases (`parity report
     diff --outputs`' comparison, hf's reference outputs left out)."""
@@ -121,7 +165,7 @@ def main() -> int:
     )
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--out", default="runs/bench")
-    ap.add_argument("--modes", nargs="*", default=list(MODES), choices=list(MODES))
+    ap.add_argument("--modes", nargs="*", default=list(MODES), choices=[*MODES, SURFACE_MODE])
     args = ap.parse_args()
     out = ROOT / args.out
     runs: dict[str, list[dict]] = {m: [] for m in args.modes}
@@ -129,7 +173,7 @@ def main() -> int:
         for mode in args.modes:
             if mode in ONCE and i > 0:
                 continue
-            r = run_once(mode, MODES[mode], out / f"{mode}-{i}")
+            r = run_mode(mode, out / f"{mode}-{i}")
             runs[mode].append(r)
             print(
                 f"[{i + 1}/{args.repeat}] {mode}: {r['wall_seconds']:.1f} s, exit "

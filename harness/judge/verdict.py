@@ -36,6 +36,7 @@ import numpy as np
 
 from harness.engine.description import ENGINE
 from harness.judge.check_proof import check_not_in_effect, check_unavailable
+from harness.judge.refusal import accepted_divergence, refusal_verdict
 from harness.judge.verdict_types import Measurement, Metric, Verdict
 
 if TYPE_CHECKING:
@@ -329,7 +330,10 @@ def outcome_verdict(
             f"expects {expected.upper()} ({why})",
         )
     if case.expect is not None:
-        return refusal_verdict(case.expect.refused, refusals() if refusals else None)
+        refused = refusals() if refusals else None
+        return accepted_divergence(
+            case, runner, refusal_verdict(case.expect.refused, refused), refused
+        )
     if ref is None:
         return Verdict("error", "reference (hf) was not run")
     if ref.status != "ok":
@@ -357,41 +361,3 @@ def outcome_verdict(
     except Exception as e:  # noqa: BLE001 - a broken output file is this case's error only
         return Verdict("error", f"comparison failed: {type(e).__name__}: {e}")
     return judge(case, runner, m, dtype)
-
-
-def refusal_verdict(pattern: str, refused: list[str | None] | None) -> Verdict:
-    """The verdict of a case that expects every item refused with an error matching `pattern`,
-    from what the runner recorded per item: the error it raised, or None when it answered."""
-    import re
-
-    rule = f"the expected outcome is a refusal matching {pattern!r}; no HF reference applies"
-    if refused is None:
-        return Verdict("error", f"no per-item outcome was recorded ({rule})")
-    if not refused:
-        return Verdict("fail", f"no item was sent, so no refusal was seen ({rule})")
-    accepted = [i for i, e in enumerate(refused) if e is None]
-    other = [(i, e) for i, e in enumerate(refused) if e is not None and not re.search(pattern, e)]
-    notes = {"refusal": f"{len(refused) - len(accepted) - len(other)} of {len(refused)} refused"}
-    if accepted:
-        return Verdict(
-            "fail",
-            f"accepted a request it must refuse: item(s) {_items(accepted)} answered ({rule})",
-            notes=notes,
-        )
-    if other:
-        i, e = other[0]
-        return Verdict(
-            "error",
-            f"refused item(s) {_items([i for i, _ in other])} with another error than expected "
-            f"({rule}); item {i}: {e[:300]}",
-            notes=notes,
-        )
-    return Verdict(
-        "pass",
-        f"refused as expected, all {len(refused)} items ({rule}): {refused[0][:200]}",
-        notes=notes,
-    )
-
-
-def _items(idx: list[int]) -> str:
-    return ", ".join(map(str, idx[:8])) + (f" and {len(idx) - 8} more" if len(idx) > 8 else "")

@@ -264,6 +264,9 @@ class Divergence(_Strict):
     # with token_ids: the only positions at which they differ (every item's two sequences of one
     # length); ids differing anywhere else, or in length, are the divergence changing
     token_positions: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1)
+    # a refusal case's divergence: the runner answers every item the case expects refused (a
+    # limit not enforced); xfail while it still answers all, xpass once it refuses as expected
+    accepted: bool = False
     # the vLLM releases that shipped the bug it records (a PEP 440 specifier, e.g. ">=0.29,<0.32"):
     # on any other release (or an unknown one) it does not apply and the case is held to its own
     # bounds, so the bug coming back on a later release fails (harness.run.plan)
@@ -291,6 +294,19 @@ class Divergence(_Strict):
                 "drop `token_ids` or `error_match`"
             )
         no_bounds = self.bounds is None or not self.bounds.bounds()
+        if self.accepted:
+            others = {
+                "bounds": not no_bounds,
+                "error_match": self.error_match is not None,
+                "token_ids": self.token_ids is not None,
+                "at_ceiling": bool(self.at_ceiling),
+            }
+            if any(others.values()):
+                raise ValueError(
+                    "a divergence recorded as `accepted` (what must be refused is answered) has "
+                    f"no outputs to hold to an envelope: drop {[k for k, v in others.items() if v]}"
+                )
+            return self
         if self.token_ids is None and no_bounds == (self.error_match is None):
             raise ValueError(
                 "a divergence records either `bounds` (the envelope of its metric values) "
@@ -616,8 +632,17 @@ class Case(_Strict):
                     f"expect.refused: the reference of a refusal case is the refusal rule, not "
                     f"{REFERENCE_RUNNER}; list only vLLM runners, e.g. runners: [vllm-v1, vllm-v2]"
                 )
-            if self.checks or self.divergence is not None:
-                raise ValueError("expect.refused: a refusal case takes no checks and no divergence")
+            if self.checks:
+                raise ValueError("expect.refused: a refusal case takes no checks")
+            if self.divergence is not None and not self.divergence.accepted:
+                raise ValueError(
+                    "expect.refused: a refusal case's only divergence is `accepted: true` (the "
+                    "runner answers what it must refuse); it has no outputs to bound"
+                )
+        elif self.divergence is not None and self.divergence.accepted:
+            raise ValueError(
+                "divergence.accepted records a refusal not made: it needs expect.refused"
+            )
         if self.request.prompt_name is not None and (
             self.task != "embed" or self.prompt_form != "text"
         ):

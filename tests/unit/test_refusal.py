@@ -115,3 +115,56 @@ def test_other_truncate_values_are_refused(n):
 def test_truncation_side_needs_truncate():
     with pytest.raises(ValidationError, match="truncation_side needs truncate"):
         make_case(expect=None, runners=["hf", "vllm-v1"], truncation_side="left")
+
+
+# a release that answers what it must refuse (vllm#55551: chunked processing ignored max_embed_len)
+ACCEPTED = {"runners": ["vllm-v1"], "reason": "limit not enforced", "accepted": True}
+
+
+def _judged(case, refused):
+    ok = RunOutcome("c", "vllm-v1", "ok", output="x", info={"actual_runner": "v1"})
+    never = lambda: pytest.fail("a refusal case measures nothing")  # noqa: E731
+    return outcome_verdict(case, "vllm-v1", None, ok, never, refusals=lambda: refused)
+
+
+def test_a_refusal_divergence_is_expected_while_every_item_is_answered():
+    case = make_case(divergence=ACCEPTED)
+    v = _judged(case, [None, None, None])
+    assert v.status == "xfail" and "limit not enforced" in v.reason
+    assert "accepted a request it must refuse" in v.reason  # what it did, kept
+
+
+def test_a_refusal_divergence_that_refuses_again_is_stale_and_a_partial_one_changed():
+    case = make_case(divergence=ACCEPTED)
+    assert _judged(case, [MSG, MSG]).status == "xpass"
+    changed = _judged(case, [MSG, None])
+    assert changed.status == "fail" and "the recorded divergence changed" in changed.reason
+    assert _judged(case, [MSG, "EngineDeadError: died"]).status == "error"  # a crash stays one
+    assert _judged(case, None).status == "error"  # nothing recorded proves nothing
+
+
+def test_a_refusal_divergence_binds_only_its_runners():
+    case = make_case(divergence={**ACCEPTED, "runners": ["vllm-v2"]})
+    assert _judged(case, [None]).status == "fail"
+
+
+@pytest.mark.parametrize(
+    "kw, text",
+    [
+        (
+            {"divergence": {"runners": ["vllm-v1"], "reason": "r", "bounds": {"max_abs": 1.0}}},
+            "a refusal case's only divergence is `accepted: true`",
+        ),
+        (
+            {"divergence": {**ACCEPTED, "bounds": {"max_abs": 1.0}}},
+            r"no outputs to hold to an envelope: drop \['bounds'\]",
+        ),
+        (
+            {"expect": None, "runners": ["hf", "vllm-v1"], "divergence": ACCEPTED},
+            "divergence.accepted records a refusal not made: it needs expect.refused",
+        ),
+    ],
+)
+def test_an_accepted_divergence_is_a_refusal_case_s_only_kind(kw, text):
+    with pytest.raises(ValidationError, match=text):
+        make_case(**kw)

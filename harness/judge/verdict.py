@@ -229,6 +229,22 @@ def _divergence(case: "Case", runner: str, v: Verdict, structural: bool = False)
             f"{div.error_match!r}, now it returns outputs: {v.reason}",
             v.metrics,
         )
+    if div.problem_match is not None:  # recorded as malformed outputs: that problem, or changed
+        if structural and div.problem_match in v.reason:
+            return Verdict("xfail", f"expected divergence: {div.reason} (now: {v.reason})")
+        if v.status == "pass":
+            return Verdict(
+                "xpass",
+                f"case is marked as returning malformed outputs ({div.reason}) but now passes: "
+                f"remove the mark",
+                v.metrics,
+            )
+        return Verdict(
+            "fail",
+            f"the recorded divergence changed: it was recorded as {div.problem_match!r}, now: "
+            f"{v.reason}",
+            v.metrics,
+        )
     if structural:
         return Verdict(
             "fail",

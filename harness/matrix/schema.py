@@ -264,6 +264,10 @@ class Divergence(_Strict):
     # with token_ids: the only positions at which they differ (every item's two sequences of one
     # length); ids differing anywhere else, or in length, are the divergence changing
     token_positions: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1)
+    # the runner's outputs are malformed (count, shape, NaN/Inf: harness.judge.compare's
+    # structural problems): that problem's message contains this, e.g. "reference [3, 2], runner
+    # [35, 2]" (every token answered where a row per step was due); any other outcome changed it
+    problem_match: str | None = Field(default=None, min_length=1)
     # a refusal case's divergence: the runner answers every item the case expects refused (a
     # limit not enforced); xfail while it still answers all, xpass once it refuses as expected
     accepted: bool = False
@@ -298,6 +302,7 @@ class Divergence(_Strict):
             others = {
                 "bounds": not no_bounds,
                 "error_match": self.error_match is not None,
+                "problem_match": self.problem_match is not None,
                 "token_ids": self.token_ids is not None,
                 "at_ceiling": bool(self.at_ceiling),
             }
@@ -307,10 +312,28 @@ class Divergence(_Strict):
                     f"no outputs to hold to an envelope: drop {[k for k, v in others.items() if v]}"
                 )
             return self
+        if self.problem_match is not None:
+            others = [
+                k
+                for k, on in (
+                    ("bounds", not no_bounds),
+                    ("error_match", self.error_match is not None),
+                    ("token_ids", self.token_ids is not None),
+                    ("at_ceiling", bool(self.at_ceiling)),
+                )
+                if on
+            ]
+            if others:
+                raise ValueError(
+                    "a divergence recorded as malformed outputs (`problem_match`) has no "
+                    f"metrics to bound, no error and no token ids: drop {others}"
+                )
+            return self
         if self.token_ids is None and no_bounds == (self.error_match is None):
             raise ValueError(
-                "a divergence records either `bounds` (the envelope of its metric values) "
-                "or `error_match` (the error it raises), exactly one"
+                "a divergence records either `bounds` (the envelope of its metric values), "
+                "`error_match` (the error it raises) or `problem_match` (its malformed "
+                "outputs), exactly one"
             )
         bad = [m for m in self.at_ceiling if m not in METRIC_CEILINGS]
         if bad:

@@ -92,6 +92,41 @@ def test_nan_count_and_shape_under_a_divergence_mark_fail(fault, text):
     assert v.status == "fail" and "the recorded divergence changed" in v.reason and text in v.reason
 
 
+# a release that answers every token where a row per step is due (vllm#55307's STEP pooling)
+MALFORMED = {"runners": ["vllm-v1"], "reason": "every token", "problem_match": "runner [8, 2]"}
+
+
+def test_a_divergence_of_malformed_outputs_holds_only_that_problem():
+    rng = np.random.default_rng(0)
+    case = make_case(divergence=MALFORMED)
+    ref = [rng.normal(size=(3, 2)).astype(np.float32) for _ in range(4)]
+    tokens = [rng.normal(size=(8, 2)).astype(np.float32) for _ in range(4)]
+    v = compare(case, "vllm-v1", TOL, ("max_abs",), ref, tokens, ITEMS)
+    assert v.status == "xfail" and "every token" in v.reason and "runner [8, 2]" in v.reason
+    # another problem, another shape, or NaN: the divergence changed
+    for fault in (
+        [a[:, :1] for a in tokens],
+        [np.full((3, 2), np.nan, np.float32) for _ in range(4)],
+        ref[:2],
+    ):
+        v = compare(case, "vllm-v1", TOL, ("max_abs",), ref, fault, ITEMS)
+        assert v.status == "fail" and "the recorded divergence changed" in v.reason
+    # right again: stale; outputs of the right shape but other values: changed, not xfail
+    assert compare(case, "vllm-v1", TOL, ("max_abs",), ref, ref, ITEMS).status == "xpass"
+    off = [a + 1 for a in ref]
+    assert compare(case, "vllm-v1", TOL, ("max_abs",), ref, off, ITEMS).status == "fail"
+    # only its runners
+    assert compare(case, "vllm-v2", TOL, ("max_abs",), ref, tokens, ITEMS).status == "fail"
+
+
+@pytest.mark.parametrize(
+    "extra", [{"bounds": {"max_abs": 1.0}}, {"error_match": "x"}, {"token_ids": "differ"}]
+)
+def test_a_divergence_of_malformed_outputs_takes_nothing_else(extra):
+    with pytest.raises(ValueError, match="malformed outputs"):
+        make_case(divergence={**MALFORMED, **extra})
+
+
 def test_a_failing_metric_the_envelope_does_not_cover_fails():
     case = make_case(divergence={"runners": ["vllm-v1"], "reason": "k", "bounds": {"max_abs": 0.2}})
     v = judge(

@@ -1,6 +1,6 @@
 """The verdict of a case that expects a refusal (`expect.refused`): its rules, asked by
-harness.judge.verdict (the one place verdicts are decided), and a divergence recorded as
-`accepted` (a release that answers what it must refuse)."""
+harness.judge.verdict (the one place verdicts are decided), and its recorded divergence (a
+release that answers what it must refuse, or refuses it with another error)."""
 
 from __future__ import annotations
 
@@ -46,30 +46,52 @@ def refusal_verdict(pattern: str, refused: list[str | None] | None) -> Verdict:
     )
 
 
-def accepted_divergence(
+def refusal_divergence(
     case: "Case", runner: str, v: Verdict, refused: list[str | None] | None
 ) -> Verdict:
-    """A refusal case's verdict under a divergence recorded as `accepted` (the runner answers what
-    it must refuse): xfail while it answers every item, xpass once it refuses as expected, and a
-    failure when it does anything else (some items refused, another error)."""
+    """A refusal case's verdict under its recorded divergence: `accepted` (the runner answers what
+    it must refuse) or `error_match` (it refuses with another error, e.g. an HTTP 500 where a
+    clear refusal is due). xfail while every item does that, xpass once it refuses as expected,
+    a failure when it does a mix of those; any other error, or no per-item record, is an error."""
     div = case.divergence
-    if div is None or not div.accepted or runner not in div.runners or v.status == "error":
+    if div is None or runner not in div.runners or refused is None:
         return v
     if v.status == "pass":
         return Verdict(
             "xpass",
-            f"case is marked as answering what it must refuse ({div.reason}) but now refuses as "
+            f"case is marked as not refusing as expected ({div.reason}) but now refuses as "
             f"expected: remove the mark",
             notes=v.notes,
         )
-    if refused and all(e is None for e in refused):
+    import re
+
+    crashes = [
+        e
+        for e in refused
+        if e is not None
+        and not re.search(case.expect.refused, e)
+        and not (div.error_match and div.error_match in e)
+    ]
+    if crashes:  # neither the refusal asked for nor the recorded error: a crash stays an error
+        return Verdict(
+            "error",
+            f"an item failed with neither the expected refusal nor the recorded divergence "
+            f"({div.reason}): {crashes[0][:300]}",
+            notes=v.notes,
+        )
+    if div.accepted:
+        held, recorded = all(e is None for e in refused), "answering every item"
+    else:
+        held = all(e is not None and div.error_match in e for e in refused)
+        recorded = f"refusing every item with {div.error_match!r}"
+    if refused and held:
         return Verdict(
             "xfail", f"expected divergence: {div.reason} (now: {v.reason})", notes=v.notes
         )
     return Verdict(
         "fail",
-        f"the recorded divergence changed: it was recorded as answering every item, now: "
-        f"{v.reason} (recorded: {div.reason})",
+        f"the recorded divergence changed: it was recorded as {recorded}, now: {v.reason} "
+        f"(recorded: {div.reason})",
         notes=v.notes,
     )
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from harness.engine.description import ENGINE
 from harness.judge.check_proof import check_not_in_effect, check_unavailable
-from harness.judge.refusal import accepted_divergence, refusal_verdict
+from harness.judge.refusal import refusal_divergence, refusal_verdict
 from harness.judge.verdict_types import Measurement, Metric, Verdict
 
 if TYPE_CHECKING:
@@ -347,7 +347,7 @@ def outcome_verdict(
         )
     if case.expect is not None:
         refused = refusals() if refusals else None
-        return accepted_divergence(
+        return refusal_divergence(
             case, runner, refusal_verdict(case.expect.refused, refused), refused
         )
     if ref is None:

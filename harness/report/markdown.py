@@ -62,6 +62,36 @@ def _folded_passes(passes: list[Result]) -> list[str]:
     return out + ["", "</details>"]
 
 
+FULL_REASON = 2_500  # characters of one reason shown whole (a server log's first error block)
+
+
+def _full_reasons(shown: list[Result], max_reason: int, used: int) -> list[str]:
+    """The whole reason of each listed row the table cut or that runs over several lines (a
+    server's or worker's first error block and log tail): folded, verbatim, within the budget."""
+    long = [r for r in shown if len(r.reason) > max_reason or "\n" in r.reason.strip()]
+    if not long:
+        return []
+    out = ["", "### Why, in full (the reasons the table cuts)", ""]
+    for i, r in enumerate(long):
+        text = r.reason.strip()
+        text = text if len(text) <= FULL_REASON else text[: FULL_REASON - 1] + "…"
+        block = [
+            f"<details><summary><code>{r.case_id}</code> · {r.runner_label} · {r.status}</summary>",
+            "",
+            "~~~text",
+            text.replace("~~~", "~ ~ ~"),
+            "~~~",
+            "</details>",
+        ]
+        if used + sum(len(x) + 1 for x in out + block) > MARKDOWN_BUDGET * 0.85:
+            out.append(
+                f"{len(long) - i} more not shown (the comment limit); all are in report.json"
+            )
+            break
+        out += block
+    return out
+
+
 def to_markdown(report: Report, max_reason: int = 300) -> str:
     c = report.counts()
     head = headline(report)
@@ -96,6 +126,8 @@ def to_markdown(report: Report, max_reason: int = 300) -> str:
             break
         lines.append(row)
         shown += 1
+    listed = [r for r in rows if r.status not in ("xfail", "pass")][:shown]
+    lines += _full_reasons(listed, max_reason, len("\n".join(lines)))
     lines += _folded_passes([r for r in rows if r.status == "pass"])
     remote = sorted({r.case_id for r in report.results if r.model.get("trust_remote_code")})
     if remote:

@@ -91,3 +91,22 @@ def test_a_run_where_everything_skipped_does_not_pass():
     assert skipped.ok and skipped.nothing_compared and skipped.exit_code() == 4
     assert to_markdown(skipped).startswith("## ⚠️ NOTHING COMPARED")
     assert _report("skip", "pass").exit_code() == 0
+
+
+def test_a_reason_the_table_cuts_is_given_whole_below_it():
+    # a served failure's reason: the server log's first error (the root cause) after 300 chars
+    report = _report("pass", "error", "fail")
+    root = "ValueError: vLLM only supports modules_to_save being None."
+    report.results[1].reason = (
+        "engine/model failed to load: ServerFailure: vllm serve exited with code 1\n"
+        + "--- server log, first error (line 60 of 178) ---\n"
+        + "x" * 400
+        + f"\n{root}\n--- server log tail ---\n~~~ end"
+    )
+    md = to_markdown(report)
+    table, details = md.split("### Why, in full", 1)
+    assert root not in table  # cut at 300 characters there
+    assert root in details and "<code>case-1</code>" in details
+    assert "~~~text" in details and "~ ~ ~ end" in details  # the fence cannot be closed early
+    assert "case-2" not in details  # a short one-line reason is whole in the table already
+    assert "### Why, in full" not in to_markdown(_report("pass", "fail"))

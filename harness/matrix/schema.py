@@ -474,6 +474,10 @@ class Case(_Strict):
     # how the items are sent (harness.matrix.request.RequestOptions): `request:` in a matrix
     request: RequestOptions = Field(default_factory=RequestOptions)
     divergence: Divergence | None = None
+    # divergences of the releases that shipped a bug (each with its `vllm_releases`) on a case
+    # that has another divergence: on a release inside one of them (the first that holds) it is
+    # the case's divergence there, in place of `divergence` (harness.run.plan)
+    release_divergences: list[Divergence] = Field(default_factory=list)
     skip_if_error: KnownSkip | None = None
     # the model runner vLLM should choose when left to decide (the `vllm-auto` runner); a case
     # where the live engine chose another fails the default-runner audit. It may depend on the
@@ -729,6 +733,21 @@ class Case(_Strict):
                     f"tolerances.{dtype}.k: calibrated bounds (k x the HF reference's "
                     f"own error) apply to {' and '.join(HALF_DTYPES)} only; {dtype} "
                     f"takes plain bounds"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _release_divergences_name_their_releases(self) -> "Case":
+        for i, div in enumerate(self.release_divergences):
+            if div.vllm_releases is None:
+                raise ValueError(
+                    f"release_divergences[{i}] needs vllm_releases (the releases that shipped "
+                    f"it); a divergence of every release is `divergence`"
+                )
+            if div.accepted and self.expect is None:
+                raise ValueError(
+                    f"release_divergences[{i}].accepted records a refusal not made: it needs "
+                    f"expect.refused"
                 )
         return self
 

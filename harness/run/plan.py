@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.engine.description import ENGINE
 from harness.matrix.runner_names import REFERENCE_RUNNER
-from harness.matrix.schema import HALF_DTYPES, Case, SyntheticModel
+from harness.matrix.schema import HALF_DTYPES, Case, Divergence, SyntheticModel
 from harness.models.resolve import (
     ModelUnavailable,
     ResolvedModel,
@@ -129,16 +129,27 @@ def release_skips(cases: list[Case], version: str | None) -> dict[str, ModelProb
 
 
 def _scoped(case: Case) -> bool:
-    return case.divergence is not None and case.divergence.vllm_releases is not None
+    return bool(case.release_divergences) or (
+        case.divergence is not None and case.divergence.vllm_releases is not None
+    )
+
+
+def _divergence_on(case: Case, version: str | None) -> Divergence | None:
+    for div in case.release_divergences:
+        if div.holds_on(version):
+            return div
+    div = case.divergence
+    return div if div is not None and div.holds_on(version) else None
 
 
 def release_divergences(cases: list[Case], version: str | None) -> list[Case]:
     """The cases as judged on vLLM `version`: a divergence recorded for the releases that shipped
     a bug (its `vllm_releases`) is dropped on any other, so the case is held to its bounds there
-    and the bug coming back fails."""
+    and the bug coming back fails; on a release of one of its `release_divergences`, that one is
+    the case's divergence, in place of the one it has elsewhere."""
     return [
-        c.model_copy(update={"divergence": None})
-        if c.divergence is not None and not c.divergence.holds_on(version)
+        c.model_copy(update={"divergence": _divergence_on(c, version)})
+        if c.divergence is not None or c.release_divergences
         else c
         for c in cases
     ]

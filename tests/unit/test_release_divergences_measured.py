@@ -50,6 +50,14 @@ MEASURED = [
      {"cosine_distance": (1.157, 1e-6), "max_abs": (0.635, 1e-5)}, ("0.28.0",)),
     ("multimodal", "siglip-tiny-text-and-image-embed", "vllm-v2",
      {"cosine_distance": (1.157, 1e-6), "max_abs": (0.635, 1e-5)}, ("0.28.0",)),
+    # vllm#53553: JinaVL's image items reversed before the processing cache (0.28.0 measured,
+    # V1 and V2 alike; 0.29.0 is back inside the preprocessing envelope the case keeps)
+    ("multimodal", "jina-vl-tiny-image-query-rerank", "vllm-v1",
+     {"max_abs": (0.0707, 1e-5), "max_rel": (0.845, 1e-4), "rank_disagreement": (0.5, 0.0)},
+     ("0.28.0",)),
+    ("multimodal", "jina-vl-tiny-image-query-rerank", "vllm-v2",
+     {"max_abs": (0.0707, 1e-5), "max_rel": (0.845, 1e-4), "rank_disagreement": (0.5, 0.0)},
+     ("0.28.0",)),
 ]  # fmt: skip
 
 
@@ -131,3 +139,31 @@ def test_the_qwen3_vl_load_index_error_is_expected_on_028_and_029_only(case_id, 
     other = "ValueError: Following weights were not initialized from checkpoint"
     v = runner_error(_case("multimodal", case_id, "0.28.0"), runner, "error", other, other)
     assert v.status == "error", v.reason
+
+
+def test_jina_image_queries_keep_their_preprocessing_envelope_on_every_release():
+    # what 0.29.0 and 0.30.0 measured (inside the torchvision-vs-PIL envelope): xfail everywhere
+    measured = Measurement(
+        metrics=[
+            Metric("max_abs", 9.97e-6, 1e-5),
+            Metric("max_rel", 5.81e-4, 1e-4),
+            Metric("rank_disagreement", 0.0, 0.0),
+        ]
+    )
+    for version in ("0.28.0", "0.29.0", "0.30.0", "0.32.0"):
+        case = _case("multimodal", "jina-vl-tiny-image-query-rerank", version)
+        assert judge(case, "vllm-v1", measured).status == "xfail", version
+
+
+@pytest.mark.parametrize(
+    "case_id",
+    ["colqwen3-tiny-token-embed-projection-bias", "colqwen3-tiny-token-embed-projection-bias-dim"],
+)
+def test_the_projection_bias_rows_expect_the_qwen3_vl_load_error_on_028_and_029_only(case_id):
+    # vllm#43271 in place of their own divergence on 0.28.0-0.29.0; on 0.30.0 on, an error
+    error = "IndexError: list index out of range"
+    expected = {"0.28.0": "xfail", "0.29.0": "xfail", "0.30.0": "error", "0.32.0": "error"}
+    for version, status in expected.items():
+        case = _case("multimodal", case_id, version)
+        v = runner_error(case, "vllm-v1", "error", f"engine/model failed to load: {error}", error)
+        assert v.status == status, (version, v.reason)

@@ -192,3 +192,45 @@ def test_a_divergence_limited_to_releases_is_asked_the_vllm_under_test(monkeypat
 
     with pytest.raises(ValidationError, match="'0.32' is not a version specifier"):
         make_case(divergence={**SHIPPED, "vllm_releases": "0.32"})
+
+
+# a case with a divergence of every release (here: an envelope) and a bug one release shipped
+EVERY_RELEASE = {"runners": ["vllm-v1"], "reason": "preprocessing", "bounds": {"max_abs": 1e-4}}
+ONE_RELEASE = {
+    "runners": ["vllm-v1"],
+    "reason": "items in the wrong order (0.28.0)",
+    "bounds": {"max_abs": 0.1},
+    "vllm_releases": "<0.29",
+}
+
+
+@pytest.mark.parametrize(
+    "version, bound", [("0.28.0", 0.1), ("0.29.0", 1e-4), ("0.32.0", 1e-4), (None, 1e-4)]
+)
+def test_a_release_divergence_takes_the_place_of_the_case_divergence_on_its_releases(
+    version, bound
+):
+    """On the releases that shipped the bug, the release's divergence is the case's; anywhere
+    else the case keeps the divergence it has on every release (the bug coming back fails)."""
+    from harness.judge.verdict import judge
+    from harness.judge.verdict_types import Measurement, Metric
+
+    case = make_case(divergence=EVERY_RELEASE, release_divergences=[ONE_RELEASE])
+    (judged,) = plan_mod.release_divergences([case], version)
+    assert judged.divergence.bounds.max_abs == bound
+    measured = Measurement(metrics=[Metric("max_abs", 0.07, 1e-5)])
+    assert judge(judged, "vllm-v1", measured).status == ("xfail" if bound == 0.1 else "fail")
+    # with no divergence of every release, the case has none off the bug's releases
+    alone = make_case(release_divergences=[ONE_RELEASE])
+    (judged,) = plan_mod.release_divergences([alone], version)
+    assert (judged.divergence is not None) is (bound == 0.1)
+    plan = build_plan([case], Platform("cpu"), Path("."), engine_version=version)
+    assert plan.cases[0].divergence.bounds.max_abs == bound
+
+
+def test_a_release_divergence_without_its_releases_is_refused():
+    from pydantic import ValidationError
+
+    unscoped = {k: v for k, v in ONE_RELEASE.items() if k != "vllm_releases"}
+    with pytest.raises(ValidationError, match=r"release_divergences\[0\] needs vllm_releases"):
+        make_case(divergence=EVERY_RELEASE, release_divergences=[unscoped])

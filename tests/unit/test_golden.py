@@ -155,7 +155,7 @@ def test_tampered_value_with_consistent_hash_fails_the_comparison(tmp_path):
     tampered[2][3] += 1e-3
     save_file({f"item.{i:05d}": a for i, a in enumerate(tampered)}, str(g.arrays_path))
     manifest = json.loads((tmp_path / "case-a" / "manifest.json").read_text())
-    manifest["arrays_sha256"] = golden._sha256(g.arrays_path)
+    manifest["arrays_sha256"] = golden.file_sha256(g.arrays_path)
     (tmp_path / "case-a" / "manifest.json").write_text(json.dumps(manifest))
     g2 = golden.read(tmp_path, "case-a")
     v = compare(
@@ -174,7 +174,7 @@ def test_killed_update_leaves_the_old_golden(tmp_path, monkeypatch):
             raise KeyboardInterrupt  # the process is killed between the arrays and the manifest
         return real_replace(src, dst)
 
-    monkeypatch.setattr(golden.os, "replace", die_on_manifest)
+    monkeypatch.setattr(os, "replace", die_on_manifest)
     with pytest.raises(KeyboardInterrupt):
         _write(tmp_path, _items(1))
     monkeypatch.undo()
@@ -274,7 +274,7 @@ def test_a_half_golden_lists_its_float32_reference_and_an_edited_one_is_corrupt(
     )
     g = golden.read(tmp_path, "case-a")
     entry = g.manifest[golden.FP32_KEY]
-    assert g.fp32_path.name == entry["file"] and entry["sha256"] == golden._sha256(g.fp32_path)
+    assert g.fp32_path.name == entry["file"] and entry["sha256"] == golden.file_sha256(g.fp32_path)
     assert not list((tmp_path / "case-a").glob("*.tmp"))
     assert golden.fp32_reference(g, "case-a", "f" * 64, "i" * 64) == g.fp32_path
     with pytest.raises(GoldenError, match="made from other inputs_sha256") as e:

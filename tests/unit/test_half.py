@@ -338,9 +338,9 @@ def _rewrite_fp32(d: Path, items, rehash: bool) -> None:
     save_items(path, items, meta)
     manifest = json.loads((d / "manifest.json").read_text())
     if rehash:
-        from harness.judge.golden import _sha256
+        from harness.judge.golden import file_sha256
 
-        manifest["float32_reference"]["sha256"] = _sha256(path)
+        manifest["float32_reference"]["sha256"] = file_sha256(path)
         (d / "manifest.json").write_text(json.dumps(manifest))
 
 

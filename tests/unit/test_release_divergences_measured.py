@@ -188,3 +188,24 @@ def test_the_lfm2_width_3_refusal_is_expected_on_028_to_031_only(case_id):
         case = _case("pooling", case_id, version)
         v = runner_error(case, "vllm-v1", "error", f"engine/model failed to load: {err}", err)
         assert v.status == expected, (version, v.reason)
+
+
+def test_the_errors_releases_gave_on_the_default_matrix_are_theirs_only():
+    # (case, runner, the error a release raised, the releases measured raising it)
+    type_err = (
+        "TypeError: LegacyMixin.forward() got an unexpected keyword argument 'token_type_ids'"
+    )
+    v2_refusal = "ValidationError: Value error, Model Runner V2 does not yet support: prompt embeds"
+    measured = [
+        ("bert-tiny-cross-encoder-score-transformers-backend", "vllm-v2", type_err,
+         ("0.28.0", "0.29.0", "0.30.0")),
+        ("qwen3-tiny-lasttoken-embed-prompt-forms", "vllm-v2", v2_refusal, ("0.28.0",)),
+        ("qwen3-tiny-seq-classify-3-prompt-forms", "vllm-v2", v2_refusal, ("0.28.0",)),
+        ("qwen3-tiny-lasttoken-embed-prompt-forms", "vllm-auto", "AssertionError: ", ("0.29.0",)),
+        ("qwen3-tiny-seq-classify-3-prompt-forms", "vllm-v2", "AssertionError: ", ("0.29.0",)),
+    ]  # fmt: skip
+    for case_id, runner, err, had in measured:
+        for version in ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"):
+            case = _case("pooling", case_id, version)
+            v = runner_error(case, runner, "error", f"runner raised {err}", err)
+            assert v.status == ("xfail" if version in had else "error"), (case_id, version)

@@ -55,15 +55,23 @@ class Divergence(Strict):
     # on any other release (or an unknown one) it does not apply and the case is held to its own
     # bounds, so the bug coming back on a later release fails (harness.run.plan)
     vllm_releases: str | None = None
+    # the CPU flags (/proc/cpuinfo) the divergence needs: vLLM takes another kernel on a CPU
+    # without them (e.g. `amx_tile`: vLLM packs conv weights for its AMX kernel only there); on
+    # such a CPU, and on a GPU, the divergence does not apply and the case is judged on its bounds
+    cpu_flags: list[str] = Field(default_factory=list)
 
     @field_validator("vllm_releases")
     @classmethod
     def _releases(cls, v: str | None) -> str | None:
         return None if v is None else _specifier(v)
 
-    def holds_on(self, version: str | None) -> bool:
+    def holds_on(self, version: str | None, cpu_flags: frozenset[str] | None = None) -> bool:
         """Whether it applies on vLLM `version`: always without `vllm_releases`, else only on a
-        known version inside them (a local label such as +cpu and a dev suffix are ignored)."""
+        known version inside them (a local label such as +cpu and a dev suffix are ignored); with
+        `cpu_flags` recorded, only on a CPU that has them all (`cpu_flags`: this CPU's, None when
+        the engine does not run on a CPU or they are unknown)."""
+        if self.cpu_flags and not (cpu_flags is not None and set(self.cpu_flags) <= cpu_flags):
+            return False
         if self.vllm_releases is None:
             return True
         return _within(self.vllm_releases, version)

@@ -134,21 +134,25 @@ def _scoped(case: Case) -> bool:
     )
 
 
-def _divergence_on(case: Case, version: str | None) -> Divergence | None:
+def _divergence_on(
+    case: Case, version: str | None, cpu_flags: frozenset[str] | None
+) -> Divergence | None:
     for div in case.release_divergences:
-        if div.holds_on(version):
+        if div.holds_on(version, cpu_flags):
             return div
     div = case.divergence
-    return div if div is not None and div.holds_on(version) else None
+    return div if div is not None and div.holds_on(version, cpu_flags) else None
 
 
-def release_divergences(cases: list[Case], version: str | None) -> list[Case]:
+def release_divergences(
+    cases: list[Case], version: str | None, cpu_flags: frozenset[str] | None = None
+) -> list[Case]:
     """The cases as judged on vLLM `version`: a divergence recorded for the releases that shipped
     a bug (its `vllm_releases`) is dropped on any other, so the case is held to its bounds there
     and the bug coming back fails; on a release of one of its `release_divergences`, that one is
     the case's divergence, in place of the one it has elsewhere."""
     return [
-        c.model_copy(update={"divergence": _divergence_on(c, version)})
+        c.model_copy(update={"divergence": _divergence_on(c, version, cpu_flags)})
         if c.divergence is not None or c.release_divergences
         else c
         for c in cases
@@ -206,7 +210,7 @@ def build_plan(
         depends = any(ENGINE.gated(c) or _scoped(c) for c in cases)
         version = ENGINE.version_here() if depends else None
     gated = release_skips(cases, version)
-    cases = release_divergences(cases, version)
+    cases = release_divergences(cases, version, platform.cpu_flags())
     models: dict[str, ResolvedModel | ModelProblem] = dict(gated)
     models.update(prepare_models([c for c in cases if c.id not in gated], base_dir))
     wanted = set(runners) if runners else None

@@ -90,6 +90,21 @@ class Platform:
             "enforce_eager": settings.current().enforce_eager,
         }
 
+    def cpu_flags(self) -> frozenset[str] | None:
+        """This CPU's feature flags (/proc/cpuinfo), which decide some of vLLM's CPU kernels (a
+        divergence may need them: `cpu_flags`); None on CUDA, where vLLM runs no CPU kernel,
+        and where they cannot be read."""
+        if self.device != "cpu":
+            return None
+        try:
+            text = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.partition(":")[2].split())
+        return None
+
     def max_lanes(self, cores: int) -> int:
         """Worker processes that may hold an engine at once. On CUDA one: engines on one card are
         serialised, so no two engines' memory checks race for the same free memory."""

@@ -138,3 +138,9 @@ def test_a_reference_still_runs_where_a_row_reads_it_or_it_is_what_was_asked_for
     for what, plan in planned.items():
         assert [ld.cases[0].id for ld in plan.queues["hf"]] == ["colqwen3"], what
         assert ("colqwen3", "hf") not in plan.limits, what
+
+
+def test_the_cpu_flags_a_divergence_may_need_are_this_cpu_s_and_none_on_cuda():
+    flags = Platform("cpu").cpu_flags()
+    assert flags is None or ("fpu" in flags or "sse2" in flags)  # /proc/cpuinfo's flags line
+    assert Platform("cuda").cpu_flags() is None

@@ -54,6 +54,18 @@ def _query_image_pairs() -> tuple[Item, ...]:
     return tuple(pairs)
 
 
+def _query_captioned_image_pairs() -> tuple[Item, ...]:
+    # query-image-pairs with a caption in each image document: an image and a text in one
+    # document, the shape an image-and-text corpus holds (the described images keep their own
+    # captions, the others a generic one)
+    captions = dict(zip(_DESCRIBED, _DESCRIPTIONS))
+    pairs = []
+    for q, doc in _query_image_pairs():
+        index = int(str(doc["image"]).rsplit("/", 1)[1])
+        pairs.append((q, {**doc, "text": "Figure: " + captions.get(index, "an abstract picture")}))
+    return tuple(pairs)
+
+
 def _image_query_pairs() -> tuple[Item, ...]:
     # each image query meets 4 documents: the caption describing it first, another caption, then
     # 2 other images (seeded): image->text and image->image pairs, two images in one prompt
@@ -161,6 +173,7 @@ MULTIMODAL_SETS: dict[str, tuple[int, Callable[[], tuple[Item, ...]]]] = {
     "texts-and-images": (1, _texts_and_images),
     "texts-with-images": (1, _texts_with_images),
     "query-image-pairs": (1, _query_image_pairs),
+    "query-captioned-image-pairs": (1, _query_captioned_image_pairs),
     "image-query-pairs": (1, _image_query_pairs),
     "dse-queries-and-pages": (1, _dse_queries_and_pages),
     "gme-text-queries": (1, _gme_text_queries),

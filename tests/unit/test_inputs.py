@@ -22,6 +22,17 @@ def test_query_image_pairs_group_by_query_with_the_described_image_first():
     assert all(len({items[i][1]["image"] for i in g}) == 4 for g in groups)
 
 
+def test_captioned_image_documents_hold_an_image_and_its_caption():
+    """Each document of query-captioned-image-pairs is one image AND a text (a content part of
+    each kind in one document), the images and order of query-image-pairs."""
+    plain = input_set("query-image-pairs").items
+    captioned = input_set("query-captioned-image-pairs").items
+    assert [(q, d["image"]) for q, d in captioned] == [(q, d["image"]) for q, d in plain]
+    assert all(images.is_image(d) and d["text"].startswith("Figure: ") for _, d in captioned)
+    # a described image carries the caption its own query was written from
+    assert captioned[0] == (plain[0][0], {**plain[0][1], "text": "Figure: " + plain[0][0]})
+
+
 def test_one_word_texts_start_with_prompts_of_one_content_token_on_the_xlmr_tokenizer(tmp_path):
     """vllm#33873 shows on a prompt of one content token (BGE-M3, the synthetic XLM-R
     tokenizer): the set's words must be one token each there, beside longer texts."""

@@ -21,7 +21,7 @@ CHILD = textwrap.dedent(
         sys.exit(128 + signum)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    (out / "ready").write_text(str(__import__("os").getpid()))
+    (out / "ready").write_text(str(__import__("os").getpid()) + "\\n")  # a line: complete
     while True:
         time.sleep(0.05)
     """
@@ -47,6 +47,38 @@ def _wait_for(path: Path, proc: subprocess.Popen, bound: float = 120.0) -> None:
         time.sleep(0.05)
 
 
+def _read_pid(path: Path, proc: subprocess.Popen, bound: float = 120.0) -> int:
+    """The pid the child wrote once its line is complete: the file exists from the moment it is
+    opened, before its text is in it (seen on a loaded machine: an empty read)."""
+    import time
+
+    end = time.monotonic() + bound
+    _wait_for(path, proc, bound)
+    while not path.read_text().endswith("\n"):
+        assert proc.poll() is None, f"launcher ended early with {proc.returncode}"
+        assert time.monotonic() < end, f"{path.name} was never completed"
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def test_the_pid_is_read_only_once_the_child_has_written_it_whole(tmp_path):
+    """The file appears empty first and its line later (a writer delayed between the two, as a
+    loaded machine delays one): the pid is read from the whole line, not the empty file."""
+    import threading
+
+    ready = tmp_path / "ready"
+    waiter = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        ready.touch()
+        writer = threading.Timer(0.3, lambda: ready.write_text("4242\n"))
+        writer.start()
+        assert _read_pid(ready, waiter) == 4242  # an empty read would not be a number
+        writer.join()
+    finally:
+        waiter.kill()
+        waiter.wait()
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -63,8 +95,7 @@ def _run(tmp_path: Path, signum: int) -> tuple[int, str, int]:
     }
     proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, CHILD, str(tmp_path)], env=env)
     try:
-        _wait_for(tmp_path / "ready", proc)
-        child = int((tmp_path / "ready").read_text())
+        child = _read_pid(tmp_path / "ready", proc)
         proc.send_signal(signum)
         code = proc.wait(timeout=120)
     finally:

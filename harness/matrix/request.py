@@ -153,6 +153,24 @@ class RequestOptions(_Strict):
     # template only when given one (an LLM reranker's published prompt, e.g.
     # Qwen3-VL-Reranker's); the reference builds that prompt from the model's own code instead
     score_template: str | None = None
+    # score, with a score_template: the template's variables for this request (vLLM's
+    # `chat_template_kwargs`: the /score and /rerank request field; offline, LLM.score's
+    # PoolingParams(extra_kwargs={"chat_template_kwargs": ...}), which vLLM 0.32's scoring
+    # io_processor reads), e.g. Qwen3-VL-Reranker's `instruction`; the reference recipe builds
+    # the published prompt with the same values
+    score_template_kwargs: dict[str, str] | None = None
+
+    @field_validator("score_template_kwargs")
+    @classmethod
+    def _template_kwargs(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        reserved = {"chat_template", "tools", "tokenize"} & set(v or {})
+        if v is not None and (not v or reserved):
+            raise ValueError(
+                "score_template_kwargs: name the template's variables (not empty; not "
+                f"{', '.join(sorted(reserved)) or 'chat_template, tools or tokenize'}: vLLM "
+                "passes those itself)"
+            )
+        return v
 
     @field_validator("score_template")
     @classmethod
@@ -270,6 +288,11 @@ TO_VLLM: dict[str, ToVllm] = {
         "add_special_tokens",
         declared=True,
         tokenize=True,
+    ),
+    # the score template's variables: read from PoolingParams.extra_kwargs offline and from the
+    # /score and /rerank body on a server (entrypoints/pooling/scoring/io_processor.py)
+    "score_template_kwargs": ToVllm(
+        "extra_kwargs", "chat_template_kwargs", "chat_template_kwargs", declared=True
     ),
 }
 _SPECIAL = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.matrix.runner_names import REFERENCE_RUNNER, runner_info
+from harness.matrix.runner_names import REFERENCE_RUNNER
 
 # the tasks whose post-processing vLLM 0.32 lets a user turn on or off (`use_activation`)
 ACTIVATION_TASKS = ("embed", "classify", "token_embed", "token_classify", "reward")
@@ -115,14 +115,16 @@ def check_request(case: Any) -> None:
             "use_activation is sent per request and the reference follows it: drop "
             "hf.use_activation (that one is for an engine-wide pooler_config setting)"
         )
-    if case.request.score_template is not None:
-        servers = [r for r in case.runners if runner_info(r).is_server]
-        if case.task != "score" or servers:
-            raise ValueError(
-                f"score_template applies to task 'score' on hf and vLLM's offline runners "
-                f"(LLM.score's chat_template; a server takes its template at start), not "
-                f"task {case.task!r} on {', '.join(servers) or 'these runners'}"
-            )
+    if case.request.score_template is not None and case.task != "score":
+        raise ValueError(
+            f"score_template applies to task 'score' (LLM.score's chat_template; a server's "
+            f"--chat-template), not {case.task!r}"
+        )
+    if case.request.score_template_kwargs is not None and case.request.score_template is None:
+        raise ValueError(
+            "score_template_kwargs are the variables of a score template: name the template "
+            "(request score_template)"
+        )
     if case.request.chat is not None and (
         case.task not in ("embed", "classify")
         or case.prompt_form != "text"

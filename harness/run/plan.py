@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.engine.description import ENGINE
-from harness.matrix.runner_names import REFERENCE_RUNNER
+from harness.matrix.runner_names import REFERENCE_RUNNER, runner_info
 from harness.matrix.schema import HALF_DTYPES, Case, Divergence, SyntheticModel
 from harness.models.resolve import (
     ModelUnavailable,
@@ -73,9 +73,21 @@ class Plan:
         return [r for r in case.runners if r in self.runners]
 
 
+def load_engine(runner: str, case: Case) -> dict:
+    """The engine settings `runner` loads `case`'s model with: its `engine:`, and on a server
+    the score template it renders pairs with (`vllm serve --chat-template`; offline, LLM.score
+    takes it per call), so cases of other templates never share a server."""
+    engine = dict(case.engine)
+    if case.request.score_template is not None and runner_info(runner).is_server:
+        from harness.matrix.score_templates import SCORE_TEMPLATES
+
+        engine["chat_template"] = SCORE_TEMPLATES[case.request.score_template]
+    return engine
+
+
 def _load_key(runner: str, case: Case, model: ResolvedModel, dtype: str) -> str:
     # the reference does not see vLLM engine kwargs, so cases differing only there share a load
-    knobs = case.hf if runner == REFERENCE_RUNNER else case.engine
+    knobs = case.hf if runner == REFERENCE_RUNNER else load_engine(runner, case)
     return json.dumps(
         [runner, model.fingerprint, dtype, knobs, case.trust_remote_code],
         sort_keys=True,
@@ -176,7 +188,7 @@ def _queue(
             runner,
             model,
             dtype,
-            dict(case.engine),
+            load_engine(runner, case),
             dict(case.hf),
             case.trust_remote_code,
             label=label,

@@ -154,6 +154,11 @@ class BatchedRequests:
                     "query": items[group[0]][0],
                     "documents": [items[j][1] for j in group],
                     **request.text_caps(),
+                    **(
+                        {"chat_template_kwargs": dict(request.score_template_kwargs)}
+                        if request.score_template_kwargs
+                        else {}
+                    ),
                 }
                 (full, top), at_send = await send(lambda: both(body, g))
                 return [

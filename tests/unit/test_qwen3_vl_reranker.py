@@ -97,23 +97,111 @@ cases:
 
 
 @pytest.mark.parametrize(
-    "runners, task, refused",
+    "runners, task, request_, refused",
     [
-        ("[hf, vllm-v1, vllm-v2]", "score", None),
-        ("[hf, vllm-serve-v1]", "score", "on vllm-serve-v1"),
-        ("[hf, vllm-v1]", "embed", "not task 'embed'"),
+        ("[hf, vllm-v1, vllm-v2]", "score", "{score_template: qwen3-vl-reranker}", None),
+        ("[hf, vllm-serve-v1]", "score", "{score_template: qwen3-vl-reranker}", None),
+        (
+            "[hf, vllm-v1, vllm-serve-v1]",
+            "score",
+            "{score_template: qwen3-vl-reranker, score_template_kwargs: {instruction: Find it.}}",
+            None,
+        ),
+        ("[hf, vllm-v1]", "embed", "{score_template: qwen3-vl-reranker}", "not 'embed'"),
+        (
+            "[hf, vllm-v1]",
+            "score",
+            "{score_template_kwargs: {instruction: Find it.}}",
+            "variables of a score template: name the template",
+        ),
+        (
+            "[hf, vllm-v1]",
+            "score",
+            "{score_template: qwen3-vl-reranker, score_template_kwargs: {tokenize: x}}",
+            "not tokenize",
+        ),
     ],
 )
-def test_a_score_template_goes_to_offline_score_cases_only(write_matrix, runners, task, refused):
-    """vLLM's offline LLM.score takes the template per call; a server takes its template at start
-    (not per request), and no other task renders a pair: both refused when the matrix loads."""
+def test_a_score_template_and_its_variables_go_to_score_cases_only(
+    write_matrix, runners, task, request_, refused
+):
+    """LLM.score takes the template per call and a server at start (--chat-template), so both
+    run a score template; no other task renders a pair, variables without a template have
+    nothing to fill, and vLLM's own template arguments are not variables: all refused when the
+    matrix loads."""
     from harness.matrix.schema import MatrixError
     from harness.run.matrices import load_matrix
 
     text = SCORE_CASE.replace("RUNNERS", runners).replace("task: score", f"task: {task}")
+    text = text.replace("{score_template: qwen3-vl-reranker}", request_)
     if refused is None:
         (case,) = load_matrix(write_matrix(text)).cases
         assert case.request.score_template == "qwen3-vl-reranker"
         return
-    with pytest.raises(MatrixError, match=f"score_template applies to task 'score'.*{refused}"):
+    with pytest.raises(MatrixError, match=refused):
         load_matrix(write_matrix(text))
+
+
+def test_an_instruction_reaches_the_reference_prompt_and_the_template_alike(processor):
+    """The request's `instruction` replaces the default on both sides: the published code's
+    messages and the score template rendered with it as a variable give one text."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    asked = "Find the passage about houses."
+    reference = processor.apply_chat_template(
+        reranker_messages("a red house", "the hill", asked),
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    template = _compile_jinja_template(SCORE_TEMPLATES["qwen3-vl-reranker"])
+    messages = [
+        {"role": "query", "content": "a red house"},
+        {"role": "document", "content": "the hill"},
+    ]
+    assert reference == template.render(messages=messages, instruction=asked)
+    assert f"<Instruct>: {asked}<Query>:" in reference and DEFAULT_INSTRUCTION not in reference
+
+
+def test_the_template_variables_travel_as_chat_template_kwargs_offline_and_served():
+    """Offline, LLM.score's PoolingParams.extra_kwargs; on a server, the /score body's field."""
+    from harness.matrix.request import offline_kwargs, served_fields
+
+    request = RequestOptions(
+        score_template="qwen3-vl-reranker", score_template_kwargs={"instruction": "Find it."}
+    )
+    _, params = offline_kwargs(request)
+    assert params == {"extra_kwargs": {"chat_template_kwargs": {"instruction": "Find it."}}}
+    assert served_fields(request) == {"chat_template_kwargs": {"instruction": "Find it."}}
+
+
+def test_a_server_starts_with_the_score_template_and_shares_no_server_across_templates(
+    write_matrix,
+):
+    """`vllm serve --chat-template` is a start option: the server runner's engine settings hold
+    the template (and so its load key: a case without it gets a server of its own); the offline
+    runners take it per call and the reference never sees vLLM's settings."""
+    from harness.run.matrices import load_matrix
+    from harness.run.plan import load_engine
+    from harness.runners.serve_process import cli_args
+
+    text = SCORE_CASE.replace("RUNNERS", "[hf, vllm-v1, vllm-serve-v1]")
+    text += (
+        text[text.index("  - id: one") :]
+        .replace("id: one", "id: two")
+        .replace("    request: {score_template: qwen3-vl-reranker}\n", "")
+    )
+    one, two = load_matrix(write_matrix(text)).cases
+    served = load_engine("vllm-serve-v1", one)
+    assert served["chat_template"] == SCORE_TEMPLATES["qwen3-vl-reranker"]
+    assert "--chat-template" in cli_args(served)
+    assert "chat_template" not in load_engine("vllm-v1", one)
+    assert "chat_template" not in load_engine("vllm-serve-v1", two)
+
+
+def test_the_reference_refuses_a_variable_the_published_code_does_not_take():
+    from harness.matrix.request import Request
+    from harness.runners.hf.qwen3_vl_reranker import _qwen3_vl_reranker
+
+    request = Request(score_template="qwen3-vl-reranker", score_template_kwargs={"tone": "dry"})
+    with pytest.raises(ValueError, match="takes `instruction` only, not tone"):
+        _qwen3_vl_reranker(None, [("q", "d")], request)

@@ -60,11 +60,16 @@ def reranker_messages(query, document, instruction: str = DEFAULT_INSTRUCTION) -
     ]
 
 
-@recipe("qwen3-vl-reranker", default_for=[("Qwen3VLForConditionalGeneration", "score")])
+@recipe(
+    "qwen3-vl-reranker",
+    default_for=[("Qwen3VLForConditionalGeneration", "score")],
+    honours=["score_template_kwargs"],
+)
 def _qwen3_vl_reranker(runner: HFRunner, items: list, request: Request) -> list[np.ndarray]:
     """(query, document) -> sigmoid(last hidden state . (lm_head["yes"] - lm_head["no"])) over
     the published prompt, rendered by the checkpoint's chat template; images through the
-    checkpoint's processor. One pair per forward."""
+    checkpoint's processor. One pair per forward. The published code's one input beside the
+    pairs, `instruction`, is the request's score_template_kwargs of that name."""
     import torch
     from transformers import AutoProcessor
 
@@ -72,6 +77,13 @@ def _qwen3_vl_reranker(runner: HFRunner, items: list, request: Request) -> list[
 
     if request.truncate:
         raise ValueError("qwen3-vl-reranker does not implement truncate")
+    variables = dict(request.score_template_kwargs or {})
+    instruction = variables.pop("instruction", DEFAULT_INSTRUCTION)
+    if variables:
+        raise ValueError(
+            f"qwen3-vl-reranker: the published code takes `instruction` only, not "
+            f"{', '.join(sorted(variables))} (score_template_kwargs)"
+        )
     assert runner.req is not None
     req = runner.req
     lm = runner.auto_model("Qwen3VLForConditionalGeneration")
@@ -92,7 +104,9 @@ def _qwen3_vl_reranker(runner: HFRunner, items: list, request: Request) -> list[
     with torch.inference_mode():
         for query, document in items:
             text = processor.apply_chat_template(
-                reranker_messages(query, document), tokenize=False, add_generation_prompt=True
+                reranker_messages(query, document, instruction),
+                tokenize=False,
+                add_generation_prompt=True,
             )
             pictures = [image(x["image"]) for x in (query, document) if is_image(x)]
             enc = processor(text=[text], images=pictures or None, return_tensors="pt")

@@ -72,6 +72,14 @@ def _conversation(item: Any, request: Request) -> dict[str, Any] | None:
     }
 
 
+def score_side(side: Any) -> Any:
+    """A query or document as /score and /rerank take it: a text as is, an image (with its
+    caption, if any) as content parts, as LLM.score is given it (harness.runners.vllm_io)."""
+    from harness.runners.vllm_io import score_input
+
+    return score_input(side)
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """One row of the table: where the item goes, what is sent, how the answer is read.
@@ -168,7 +176,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "classify": Endpoint("/classify", lambda it: {**it.base, "input": it.item}, _data("probs")),
     "score": Endpoint(
         "/score",
-        lambda it: {**it.base, "text_1": it.item[0], "text_2": it.item[1]},
+        lambda it: {**it.base, "text_1": score_side(it.item[0]), "text_2": score_side(it.item[1])},
         _data("score", wrap=True),
     ),
     "token": Endpoint(

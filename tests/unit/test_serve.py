@@ -1056,3 +1056,60 @@ def test_api_pooling_needs_embed_or_classify(write_matrix):
                 head % ("embed", "short-texts") + tol % "{api: pooling, items_per_request: all}"
             )
         )
+
+
+# --- a score template's requests: image sides as content parts, its variables in the body ---
+
+
+def _recording_score_server(bodies: list):
+    """/score and /rerank answering 0.5 for every pair, keeping each request's body."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        bodies.append((request.url.path, body))
+        if request.url.path == "/rerank":
+            docs = body["documents"]
+            results = [{"index": k, "relevance_score": 0.5} for k in range(len(docs))]
+            return httpx.Response(200, json={"results": results, "usage": {"prompt_tokens": 1}})
+        n = len(body["text_2"]) if isinstance(body["text_2"], list) else 1
+        data = [{"index": k, "score": 0.5} for k in range(n)]
+        return httpx.Response(200, json={"data": data, "usage": {"prompt_tokens": n}})
+
+    return handler
+
+
+def _image_part(side) -> bool:
+    return isinstance(side, dict) and side["content"][0]["type"] == "image_url"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"api": "rerank"}, {"items_per_request": "query"}, {}],
+    ids=["rerank", "score-1:N", "score-one-pair"],
+)
+def test_image_sides_go_to_score_and_rerank_as_content_parts_with_the_template_variables(options):
+    """An image query or document is sent as content parts (an image_url data URL, then its
+    caption), never as the harness's own {"image": ...} item; an image query groups its 1:N
+    request as a text one does; score_template_kwargs travel as chat_template_kwargs."""
+    pairs = [list(p) for p in input_set("image-query-pairs").items[:4]]  # one image query
+    bodies: list = []
+    request = req(
+        score_template="qwen3-vl-reranker",
+        score_template_kwargs={"instruction": "Find it."},
+        **options,
+    )
+    served(_recording_score_server(bodies)).run("score", pairs, request)
+    assert bodies
+    for _, body in bodies:
+        assert body["chat_template_kwargs"] == {"instruction": "Find it."}
+        queries = [body["query"]] if "query" in body else body["text_1"]
+        docs = body.get("documents", body.get("text_2"))
+        for side in (queries if isinstance(queries, list) else [queries]) + (
+            docs if isinstance(docs, list) else [docs]
+        ):
+            assert isinstance(side, str) or _image_part(side), side
+            assert not (isinstance(side, dict) and "image" in side)
+        assert _image_part(queries if isinstance(queries, dict) else queries[0])
+    data_url = bodies[0][1].get("query") or bodies[0][1]["text_1"]
+    data_url = data_url if isinstance(data_url, dict) else data_url[0]
+    assert data_url["content"][0]["image_url"]["url"].startswith("data:image/png;base64,")

@@ -76,6 +76,20 @@ def _raised_at(lines: list[str], header: int) -> int | None:
     return None
 
 
+def _innermost(
+    lines: list[str], shown: list[int], header: int, raised: int, used: int, room: int = 0
+) -> list[int]:
+    """A traceback's last lines down to what it raised (line `raised`), as many as fit beside
+    the `used` characters already shown, at most `room` lines (default BLOCK_LINES - 1)."""
+    inner: list[int] = []
+    for i in reversed([i for i in shown if header < i <= raised]):
+        used += len(_cut(lines[i])) + 1
+        if len(inner) == (room or BLOCK_LINES - 1) or used > BLOCK_CHARS:
+            break
+        inner.insert(0, i)
+    return inner
+
+
 def _first_error(lines: list[str], shown: list[int], since: int, end: int) -> list[int]:
     """The lines to show of the first error logged from line `since` on, above line `end` (the
     tail's first): the error line and those after it; of a bare traceback, its header and its
@@ -87,13 +101,16 @@ def _first_error(lines: list[str], shown: list[int], since: int, end: int) -> li
         raised = _raised_at(lines, error)
         if raised is None or raised >= end:
             return []
-        inner, used = [], len(_cut(lines[error]))
-        for i in reversed([i for i in shown if error < i <= raised]):
-            used += len(_cut(lines[i])) + 1
-            if len(inner) == BLOCK_LINES - 1 or used > BLOCK_CHARS:
-                break
-            inner.insert(0, i)
-        return [error, *inner]
+        return [error, *_innermost(lines, shown, error, raised, len(_cut(lines[error])))]
+    # an error line that a traceback follows (vLLM's "WorkerProc failed to start.", then the
+    # traceback whose end says why): the line, the traceback's header, its innermost frames and
+    # what it raised, which a block of the lines after the error would cut off
+    after = next((i for i in shown if i > error), None)
+    if after is not None and after < end and TRACEBACK in lines[after]:
+        raised = _raised_at(lines, after)
+        if raised is not None and raised < end:
+            used = len(_cut(lines[error])) + len(_cut(lines[after])) + 1
+            return [error, after, *_innermost(lines, shown, after, raised, used, BLOCK_LINES - 2)]
     block, used = [], 0
     for i in (i for i in shown if error <= i < end):
         used += len(_cut(lines[i])) + 1

@@ -197,3 +197,24 @@ def test_the_worker_log_setting_is_a_path():
 
     assert Settings.from_env({"PARITY_WORKER_LOG": "/r/logs/x.log"}).worker_log.name == "x.log"
     assert Settings.from_env({}).worker_log is None
+
+
+def test_an_error_line_opening_a_traceback_shows_what_that_traceback_raised(tmp_path):
+    """vLLM 0.28's worker at start: "WorkerProc failed to start.", then a long traceback whose
+    last line is the cause (vllm#43271's IndexError): the block keeps that line, not only the
+    frames after the error line."""
+    at = "(Worker pid=2185) ERROR 12-05 04:12:51 [multiproc_executor.py:941]"
+    frames = [f'{at}   File "vllm/x.py", line {n}, in f\n{at}     g()' for n in range(40)]
+    lines = [
+        "INFO start",
+        f"{at} WorkerProc failed to start.",
+        f"{at} Traceback (most recent call last):",
+        *frames,
+        f"{at} IndexError: list index out of range",
+        *(f"(APIServer pid=1950) INFO {n}" for n in range(40)),
+    ]
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(lines) + "\n")
+    block = serve_log.excerpt(log).split(serve_log.TAIL_MARK)[0]
+    assert f"---\n{at} WorkerProc failed to start.\n{at} Traceback (most recent" in block
+    assert block.endswith(f"{at}     g()\n{at} IndexError: list index out of range\n")

@@ -99,9 +99,20 @@ def _run(tmp_path: Path, signum: int) -> tuple[int, str, int]:
         proc.send_signal(signum)
         code = proc.wait(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _stop_tree(proc)
     return code, (tmp_path / "got").read_text(), child
+
+
+def _stop_tree(proc: subprocess.Popen) -> None:
+    """The launcher and what it started, when a test stops before the signal ended them: a
+    failed assertion must not leave the waiting child behind."""
+    import psutil
+
+    if proc.poll() is None:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
+        proc.kill()
+        proc.wait()
 
 
 def test_sigterm_to_the_launcher_reaches_the_command_and_its_exit_code_comes_back(tmp_path):
@@ -116,3 +127,23 @@ def test_sigint_reaches_the_command_once(tmp_path):
     assert got == str(int(signal.SIGINT))
     assert code == 128 + signal.SIGINT
     assert not _alive(child)
+
+
+def test_a_test_stopped_early_leaves_no_child_behind(tmp_path):
+    """What _run's cleanup does when an assertion fires before the signal: the launcher's child
+    (the command, waiting) goes with the launcher."""
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, CHILD, str(tmp_path)], env=env)
+    child = _read_pid(tmp_path / "ready", proc)
+    _stop_tree(proc)
+    assert proc.poll() is not None
+    import psutil
+
+    try:  # killed: gone, or a zombie until the init process reaps it
+        assert psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        pass

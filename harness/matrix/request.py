@@ -148,9 +148,9 @@ class RequestOptions(_Strict):
     also_in_flight: list[Literal["embed", "classify", "token_classify", "token_embed"]] | None = (
         None
     )
-    # score, vLLM's offline runners only: the score template vLLM is given (LLM.score's
-    # chat_template), by name: harness.matrix.score_templates. vLLM renders a pair through a
-    # template only when given one (an LLM reranker's published prompt, e.g.
+    # score: the score template vLLM is given (LLM.score's chat_template offline; a server's
+    # --chat-template at start), by name: harness.matrix.score_templates. vLLM renders a pair
+    # through a template only when given one (an LLM reranker's published prompt, e.g.
     # Qwen3-VL-Reranker's); the reference builds that prompt from the model's own code instead
     score_template: str | None = None
     # score, with a score_template: the template's variables for this request (vLLM's

@@ -13,7 +13,8 @@ import numpy as np
 from harness.matrix.request import Request, served_fields, tokenize_fields
 from harness.runners.prompt_forms import form_of, token_ids
 from harness.runners.serve_decode import match_by_index, match_rerank
-from harness.runners.serve_endpoints import BATCHED, score_side
+from harness.runners.serve_endpoints import BATCHED
+from harness.runners.vllm_io import score_input
 
 
 class BatchedRequests:
@@ -74,7 +75,7 @@ class BatchedRequests:
             one = request.serve.items_per_request == "query"
             if one and len({str(q) for q in queries}) != 1:
                 raise ValueError(f"{what}: a 1:N /score request needs one query")
-            queries, docs = [score_side(q) for q in queries], [score_side(d) for d in docs]
+            queries, docs = [score_input(q) for q in queries], [score_input(d) for d in docs]
             body = {"text_1": queries[0] if one else queries, "text_2": docs}
             body = {"model": self.name or self.model, **body, **served_fields(request)}
             inputs, sent = [None] * len(chunk), [{}] * len(chunk)  # pairs: no /tokenize
@@ -152,8 +153,8 @@ class BatchedRequests:
             async def one(g: int, group: list[int]):
                 body = {
                     "model": self.name or self.model,
-                    "query": score_side(items[group[0]][0]),
-                    "documents": [score_side(items[j][1]) for j in group],
+                    "query": score_input(items[group[0]][0]),
+                    "documents": [score_input(items[j][1]) for j in group],
                     **request.text_caps(),
                     **(
                         {"chat_template_kwargs": dict(request.score_template_kwargs)}

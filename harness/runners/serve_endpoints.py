@@ -14,6 +14,7 @@ import numpy as np
 from harness.matrix.request import Request, served_fields
 from harness.runners.prompt_forms import st_prompt
 from harness.runners.serve_decode import ServerFailure, decode_base64, decode_bytes
+from harness.runners.vllm_io import score_input
 
 # tasks whose endpoint takes a list `input` and answers `data[]` with an `index` per input:
 # (endpoint, the output's field in each entry)
@@ -70,14 +71,6 @@ def _conversation(item: Any, request: Request) -> dict[str, Any] | None:
         # absent unless asked: the request's default (false for chat requests)
         **({"add_special_tokens": True} if chat.get("add_special_tokens") else {}),
     }
-
-
-def score_side(side: Any) -> Any:
-    """A query or document as /score and /rerank take it: a text as is, an image (with its
-    caption, if any) as content parts, as LLM.score is given it (harness.runners.vllm_io)."""
-    from harness.runners.vllm_io import score_input
-
-    return score_input(side)
 
 
 @dataclass(frozen=True)
@@ -176,7 +169,12 @@ ENDPOINTS: dict[str, Endpoint] = {
     "classify": Endpoint("/classify", lambda it: {**it.base, "input": it.item}, _data("probs")),
     "score": Endpoint(
         "/score",
-        lambda it: {**it.base, "text_1": score_side(it.item[0]), "text_2": score_side(it.item[1])},
+        # an image side as content parts, as LLM.score is given it
+        lambda it: {
+            **it.base,
+            "text_1": score_input(it.item[0]),
+            "text_2": score_input(it.item[1]),
+        },
         _data("score", wrap=True),
     ),
     "token": Endpoint(
